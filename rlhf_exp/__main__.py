@@ -1,0 +1,3 @@
+from rlhf_exp.app import main
+
+main()

@@ -1,0 +1,37 @@
+"""The Hydra entry point: `python -m rlhf_exp [overrides]` or `-m` for a sweep."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from rlhf_exp.cli_checks import CONF_DIR, check_group_choices
+from rlhf_exp.job import run_job
+from rlhf_exp.settings import ConfigError
+from rlhf_exp.tracking import make_tracker
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def hydra_app(cfg: DictConfig) -> str:
+    hydra_cfg = HydraConfig.get()
+    try:
+        result = run_job(cfg, Path(hydra_cfg.runtime.output_dir), make_tracker(cfg.wandb.mode))
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    if result["status"] != "completed" and hydra_cfg.mode == RunMode.RUN:
+        sys.exit(1)  # in a sweep a failed job is recorded and the sweep goes on
+    return result["status"]
+
+
+def main() -> None:
+    bad = check_group_choices(sys.argv[1:])
+    if bad:
+        print(f"error: {bad}", file=sys.stderr)
+        sys.exit(2)
+    hydra_app()

@@ -1,0 +1,37 @@
+"""Command-line checks that run before Hydra composes anything.
+
+Hydra reports an unknown config-group option as a multi-line error; this turns it into one line
+naming the group and its valid choices (sweeps such as loader=naive,foo included).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def group_choices(group: str) -> list[str]:
+    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml") if not p.stem.startswith("_"))
+
+
+def check_group_choices(argv: list[str]) -> str | None:
+    """The first bad group choice in the overrides as a one-line message, or None."""
+    candidates = [a for a in argv if "=" in a and not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(candidates)
+    except HydraException:
+        return None  # malformed overrides: Hydra's own message names them
+    for ov in overrides:
+        group = ov.key_or_group
+        if ov.package is not None or not (CONF_DIR / group).is_dir() or ov.is_delete():
+            continue
+        values = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [ov.get_value_element_as_str()]
+        valid = group_choices(group)
+        for value in values:
+            if value not in valid:
+                return f"{group}={value}: unknown {group}; valid: {', '.join(valid)}"
+    return None

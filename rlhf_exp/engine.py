@@ -1,0 +1,86 @@
+"""The four-model RLHF engine, built DeepSpeed-Chat's way (dschat/rlhf/rlhf_engine.py), one measured stage each.
+
+Order and configs as DeepSpeedRLHFEngine: actor (train config, LoRA, optimizer), ref (eval config),
+critic (RewardModel over the critic checkpoint, LoRA, optimizer), reward (RewardModel, eval config).
+Loading (`<role>.load`) and deepspeed.initialize (`<role>.init`) are separate stages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import deepspeed
+import torch
+from torch import nn
+
+from rlhf_exp.checkpoints import CheckpointKind
+from rlhf_exp.loaders import LoadRequest, get_loader
+from rlhf_exp.lora import apply_lora, count_parameters
+from rlhf_exp.modeling import RewardModel, load_value_head
+from rlhf_exp.settings import ROLES, TRAIN_ROLES, RunSettings
+from rlhf_exp.stage_recorder import StageRecorder
+from rlhf_exp.zero_config import engine_dtype_name, role_ds_config, zero_stage
+
+ROLE_KIND: dict[str, CheckpointKind] = {"actor": "causal_lm", "ref": "causal_lm", "critic": "value", "reward": "value"}
+ROLE_CHECKPOINT = {"actor": "actor", "ref": "actor", "critic": "critic", "reward": "critic"}
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load_role_model(
+    settings: RunSettings, role: str, checkpoint: Path, device: torch.device, ds_config: dict[str, Any]
+) -> nn.Module:
+    """The role's model as DeepSpeed-Chat hands it to deepspeed.initialize (LoRA applied for train roles)."""
+    request = LoadRequest(
+        role=role,
+        kind=ROLE_KIND[role],
+        checkpoint=checkpoint,
+        dtype=TORCH_DTYPES[engine_dtype_name(ds_config)],
+        device=device,
+        ds_config=ds_config,
+        group_size=settings.loader.group_size,
+    )
+    model = get_loader(settings.loader.name)(request)
+    if request.kind == "value":
+        model = RewardModel(model)
+        model.v_head.to(device=next(model.rwtransformer.parameters()).device)
+        load_value_head(model, checkpoint)
+    if role in TRAIN_ROLES:
+        return apply_lora(model, settings.lora, always_train=("v_head",))
+    model.requires_grad_(False)
+    return model.eval()
+
+
+def _match_engine_dtype(model: nn.Module, dtype: torch.dtype) -> None:
+    """ZeRO-3 refuses mixed dtypes: LoRA/value-head weights added after a low-precision load are fp32."""
+    dtypes = {p.dtype for p in model.parameters()}
+    if len(dtypes) > 1:
+        model.to(dtype)
+
+
+def initialize_role(settings: RunSettings, role: str, model: nn.Module, ds_config: dict[str, Any]) -> Any:
+    if zero_stage(ds_config) == 3:
+        _match_engine_dtype(model, TORCH_DTYPES[engine_dtype_name(ds_config)])
+    optimizer = None
+    if role in TRAIN_ROLES and "optimizer" not in ds_config:
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=settings.train.lr, weight_decay=settings.train.weight_decay)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    return engine
+
+
+def build_engine(
+    settings: RunSettings, checkpoints: dict[str, Path], device: torch.device, world_size: int, recorder: StageRecorder
+) -> dict[str, Any]:
+    """All four engines, each as a `.load` and an `.init` stage; returns them by role."""
+    engines: dict[str, Any] = {}
+    for role in ROLES:
+        ds_config = role_ds_config(settings, role, world_size)
+        with recorder.stage(f"{role}.load") as info:
+            model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)
+            info["trainable_params"], info["params"] = count_parameters(model)
+        with recorder.stage(f"{role}.init") as info:
+            engines[role] = initialize_role(settings, role, model, ds_config)
+            info["zero_stage"] = zero_stage(ds_config)
+            del model
+    return engines

@@ -1,0 +1,90 @@
+"""Start a job's ranks with torch's elastic launcher, beside a watcher process.
+
+The job process is the elastic agent: it starts `gpus` ranks of rlhf_exp.rank_main, and when one
+fails (raises, or is killed as the OOM killer does) it stops the others at once, so a job never
+hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+
+@dataclass
+class RankFailure:
+    rank: int
+    exitcode: int
+    signal: str | None
+    message: str
+
+
+@dataclass
+class LaunchOutcome:
+    ok: bool
+    failures: list[RankFailure] = field(default_factory=list)
+    log_dir: Path | None = None
+
+
+def start_watcher(job_dir: Path, interval_s: float) -> subprocess.Popen:
+    """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlhf_exp.watcher", str(job_dir), "--parent", str(os.getpid()),
+         "--interval", str(interval_s)],
+    )
+    samples = job_dir / "samples.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if samples.exists() and samples.read_text().count("\n") >= 2:
+            return proc
+        time.sleep(0.05)
+    raise RuntimeError(f"watcher did not start (exit {proc.poll()})")
+
+
+def stop_watcher(proc: subprocess.Popen, job_dir: Path) -> None:
+    (job_dir / "stop").touch()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _failures(err: ChildFailedError) -> list[RankFailure]:
+    out = []
+    for rank, failure in sorted(err.failures.items()):
+        signal = failure.signal_name() if failure.exitcode < 0 else None
+        out.append(RankFailure(rank=rank, exitcode=failure.exitcode, signal=signal, message=str(failure.message)))
+    return out
+
+
+def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutcome:
+    """Run `nprocs` ranks on this host to completion; failures carry rank, exit code and signal."""
+    log_dir = job_dir / "logs"
+    config = LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=nprocs,
+        run_id=f"rlhf_exp-{uuid.uuid4().hex[:8]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        max_restarts=0,
+        monitor_interval=0.2,
+        start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=str(log_dir), redirects=Std.ALL, tee=Std.ERR),
+        local_addr="127.0.0.1",
+    )
+    os.environ.update(env)  # inherited by the ranks
+    try:
+        elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank_main", str(job_dir))
+    except ChildFailedError as err:
+        return LaunchOutcome(ok=False, failures=_failures(err), log_dir=log_dir)
+    return LaunchOutcome(ok=True, log_dir=log_dir)

@@ -1,0 +1,40 @@
+"""Reading checkpoint weights into state dicts and matching their keys to a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load as load_safetensors_bytes
+from torch import nn
+
+from rlhf_exp.checkpoints import weight_files
+
+
+def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
+    """Every tensor copied into this process's private memory, as 2023's torch.load(pytorch_model.bin) did.
+
+    Reading the bytes first (rather than memory-mapping) is the point: it is the private,
+    per-rank copy that made every rank pay for the whole checkpoint.
+    """
+    state: dict[str, torch.Tensor] = {}
+    for f in weight_files(checkpoint):
+        state.update(load_safetensors_bytes(f.read_bytes()))
+    return state
+
+
+def match_keys(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
+    """Rename checkpoint keys to the model's: a causal-LM checkpoint ('model.*') feeds a bare base model."""
+    wanted = set(model.state_dict().keys())
+    if wanted & state.keys():
+        return state
+    stripped = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
+    return stripped if wanted & stripped.keys() else state
+
+
+def load_into(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """load_state_dict that fails loudly when a model weight is absent from the checkpoint."""
+    result = model.load_state_dict(match_keys(state, model), strict=False)
+    missing = [k for k in result.missing_keys if "rotary_emb" not in k]
+    if missing:
+        raise KeyError(f"checkpoint lacks {len(missing)} weights of the model, e.g. {missing[:3]}")

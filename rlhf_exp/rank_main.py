@@ -1,0 +1,50 @@
+"""One rank of a job: `python -m rlhf_exp.rank_main <job_dir>`, started by the elastic launcher.
+
+Reads the job's spec.json, joins the process group (gloo on CPU, nccl on GPU) and builds the
+four-model engine, writing stage events to <job_dir>/events/rank<RANK>.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import deepspeed
+import torch
+
+from rlhf_exp.engine import build_engine
+from rlhf_exp.settings import RunSettings
+from rlhf_exp.stage_recorder import StageRecorder
+
+
+def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
+    """This rank's device and its GPU index (ranks share GPUs round-robin when there are fewer GPUs)."""
+    if kind != "cuda":
+        return torch.device("cpu"), None
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index), index
+
+
+def main(job_dir: Path) -> None:
+    spec = json.loads((job_dir / "spec.json").read_text())
+    settings = RunSettings.model_validate(spec["settings"])
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device, gpu_index = rank_device(spec["device"], int(os.environ["LOCAL_RANK"]))
+    torch.manual_seed(settings.seed)
+    recorder = StageRecorder(job_dir / "events" / f"rank{rank}.jsonl", rank, device, gpu_index)
+    with recorder.stage("dist_init", sync=False):
+        deepspeed.init_distributed(
+            dist_backend=spec["backend"], timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False
+        )
+    checkpoints = {role: Path(p) for role, p in spec["checkpoints"].items()}
+    build_engine(settings, checkpoints, device, world_size, recorder)
+    recorder.write({"event": "done"})
+    recorder.close()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

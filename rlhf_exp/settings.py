@@ -1,0 +1,165 @@
+"""The validated shape of a composed config. Every check here runs before any rank starts.
+
+Pydantic turns types, ranges and choices into errors; `validate` turns the first one into a
+single line naming the key and the valid choices.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlhf_exp.presets import PRESETS
+
+ROLES = ("actor", "ref", "critic", "reward")
+TRAIN_ROLES = ("actor", "critic")
+
+
+class ConfigError(ValueError):
+    """A bad config value; its message is one line naming the key."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckpointSpec(Strict):
+    preset: str | None = None
+    path: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; valid: {', '.join(PRESETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _preset_or_path(self) -> CheckpointSpec:
+        if self.path:
+            p = Path(self.path).expanduser()
+            if not (p / "config.json").is_file():
+                raise ValueError(f"{self.path} is not a checkpoint directory (no config.json)")
+        elif not self.preset:
+            raise ValueError("set a preset or a path")
+        return self
+
+
+class ModelSettings(Strict):
+    actor: CheckpointSpec
+    critic: CheckpointSpec
+    checkpoint_dtype: Literal["fp32", "bf16", "fp16"] = "fp16"
+    cache_dir: str
+
+
+class RoleZero(Strict):
+    stage: Literal[0, 1, 2, 3] = 0
+    offload: bool = False
+    config_file: str | None = None
+
+    @field_validator("config_file")
+    @classmethod
+    def _file_exists(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).expanduser().is_file():
+            raise ValueError(f"no such ds_config file: {v}")
+        return v
+
+
+class ZeroSettings(Strict):
+    actor: RoleZero
+    critic: RoleZero
+    ref: RoleZero
+    reward: RoleZero
+    config_file: str | None = None  # zero=custom: shared by every role
+
+
+class LoraSettings(Strict):
+    enabled: bool
+    r: int = Field(gt=0)
+    alpha: float = Field(gt=0)
+    dropout: float = Field(ge=0, lt=1)
+    target_modules: list[str] = Field(min_length=1)
+    only_optimize_lora: bool
+
+
+class LoaderSettings(Strict):
+    name: str
+    group_size: int = Field(default=1, gt=0)  # used by strategies that take turns
+
+
+class TrainSettings(Strict):
+    micro_batch_size: int = Field(gt=0)
+    grad_accum: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(ge=0)
+
+
+class WatcherSettings(Strict):
+    interval_s: float = Field(gt=0, le=10)
+
+
+class WandbSettings(Strict):
+    mode: Literal["online", "offline", "disabled"]
+    project: str
+    entity: str | None = None
+
+
+class RunSettings(Strict):
+    model: ModelSettings
+    zero: ZeroSettings
+    lora: LoraSettings
+    loader: LoaderSettings
+    gpus: int = Field(gt=0, le=1024)
+    device: Literal["auto", "cuda", "cpu"]
+    dtype: Literal["fp32", "bf16", "fp16"]
+    backend: Literal["auto", "nccl", "gloo"]
+    share_gpus: bool = False
+    seed: int
+    train: TrainSettings
+    watcher: WatcherSettings
+    dist_timeout_s: float = Field(gt=0)
+    job_timeout_s: float = Field(gt=0)
+    wandb: WandbSettings
+
+    @field_validator("loader")
+    @classmethod
+    def _known_loader(cls, v: LoaderSettings) -> LoaderSettings:
+        from rlhf_exp.loaders import LOADERS
+
+        if v.name not in LOADERS:
+            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADERS)}")
+        return v
+
+
+def _format(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+    return f"{key}: {msg}{shown}"
+
+
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config without Hydra's own node, as plain containers."""
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"{e.full_key}: missing value (set {e.full_key}=...)") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{getattr(e, 'full_key', '') or 'config'}: {e.msg}") from None
+    assert isinstance(plain, dict)
+    plain.pop("hydra", None)
+    return plain
+
+
+def validate(cfg: DictConfig) -> RunSettings:
+    """Validate a composed config; raises ConfigError with a one-line message."""
+    try:
+        return RunSettings.model_validate(to_plain(cfg))
+    except ValidationError as e:
+        raise ConfigError(_format(e)) from None

@@ -1,0 +1,79 @@
+"""Per-rank stage events, appended to events/rank<N>.jsonl and flushed as they happen.
+
+Each stage: barrier (so every rank's window lines up and the watcher's node samples can be
+assigned to one stage), reset the kernel's VmHWM and torch's CUDA peak, run, then read them
+back. A stage that raises writes an `error` event with the traceback before the rank exits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from rlhf_exp import gpu_memory, kernel_memory
+
+
+class StageRecorder:
+    def __init__(self, path: Path, rank: int, device: torch.device, nvml_index: int | None = None) -> None:
+        self.rank = rank
+        self.device = device
+        self.nvml = gpu_memory.Nvml() if device.type == "cuda" else None
+        self.nvml_index = nvml_index
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(path, "a", buffering=1)  # line-buffered: a killed rank keeps every event
+
+    def write(self, event: dict[str, Any]) -> None:
+        self._fh.write(json.dumps({"rank": self.rank, "pid": os.getpid(), "t": time.time(), **event}) + "\n")
+        self._fh.flush()
+
+    def memory(self) -> dict[str, Any]:
+        """This rank's memory now: kernel figures in bytes, plus CUDA/NVML where a GPU is used."""
+        status = kernel_memory.process_status()
+        smaps = kernel_memory.process_smaps()
+        mem: dict[str, Any] = {
+            "vmhwm": status.get("VmHWM", 0),
+            "rss": status.get("VmRSS", 0),
+            "pss_anon": smaps.get("Pss_Anon", 0),
+            "uss": kernel_memory.uss_bytes(smaps),
+        }
+        mem.update(gpu_memory.cuda_stats(self.device))
+        if self.nvml is not None and self.nvml_index is not None:
+            mem["nvml_used"] = self.nvml.used_bytes(self.nvml_index)
+        return mem
+
+    @contextmanager
+    def stage(self, name: str, sync: bool = True) -> Iterator[dict[str, Any]]:
+        """Measure one stage; the yielded dict collects extra facts to store with its end event."""
+        if sync and dist.is_initialized():
+            dist.barrier()
+        kernel_memory.reset_peak_rss()
+        gpu_memory.reset_cuda_peak(self.device)
+        extra: dict[str, Any] = {}
+        self.write({"stage": name, "event": "begin", **self.memory()})
+        start = time.perf_counter()
+        try:
+            yield extra
+        except BaseException as exc:
+            self.write(
+                {
+                    "stage": name,
+                    "event": "error",
+                    "error": f"{type(exc).__name__}: {exc}"[:2000],
+                    "traceback": traceback.format_exc()[-8000:],
+                    **self.memory(),
+                }
+            )
+            raise
+        self.write({"stage": name, "event": "end", "duration_s": time.perf_counter() - start, **extra, **self.memory()})
+
+    def close(self) -> None:
+        self._fh.close()
