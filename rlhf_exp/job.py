@@ -44,8 +44,14 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     # the root cause: the rank that raised, else the first rank the launcher saw die
     rank = error["rank"] if error else (outcome.failures[0].rank if outcome.failures else None)
     launcher = next((f for f in outcome.failures if f.rank == rank), outcome.failures[0] if outcome.failures else None)
-    reason = error["error"] if error else (
-        f"killed by {launcher.signal}" if launcher and launcher.signal else f"exit code {launcher.exitcode if launcher else '?'}"
+    reason = (
+        error["error"]
+        if error
+        else (
+            f"killed by {launcher.signal}"
+            if launcher and launcher.signal
+            else f"exit code {launcher.exitcode if launcher else '?'}"
+        )
     )
     return {
         "rank": rank,

@@ -38,8 +38,7 @@ class LaunchOutcome:
 def start_watcher(job_dir: Path, interval_s: float) -> subprocess.Popen:
     """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlhf_exp.watcher", str(job_dir), "--parent", str(os.getpid()),
-         "--interval", str(interval_s)],
+        [sys.executable, "-m", "rlhf_exp.watcher", str(job_dir), "--parent", str(os.getpid()), "--interval", str(interval_s)],
     )
     samples = job_dir / "samples.jsonl"
     deadline = time.time() + 60

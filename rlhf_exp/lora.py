@@ -15,9 +15,7 @@ def apply_lora(model: nn.Module, lora: LoraSettings, always_train: tuple[str, ..
     """
     if not lora.enabled:
         return model
-    config = LoraConfig(
-        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules)
-    )
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules))
     model = inject_adapter_in_model(config, model)
     for name, param in model.named_parameters():
         trainable = "lora_" in name or any(name.startswith(p) for p in always_train)

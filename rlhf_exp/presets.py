@@ -7,21 +7,11 @@ from transformers import LlamaConfig
 # hidden, intermediate, layers, heads, vocab: the published shapes where the name says llama-*.
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4, vocab_size=512),
-    "medium": dict(
-        hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12, vocab_size=32000
-    ),
-    "llama-350m": dict(
-        hidden_size=1024, intermediate_size=2816, num_hidden_layers=24, num_attention_heads=16, vocab_size=32000
-    ),
-    "llama-1.3b": dict(
-        hidden_size=2048, intermediate_size=5504, num_hidden_layers=24, num_attention_heads=16, vocab_size=32000
-    ),
-    "llama-7b": dict(
-        hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, vocab_size=32000
-    ),
-    "llama-13b": dict(
-        hidden_size=5120, intermediate_size=13824, num_hidden_layers=40, num_attention_heads=40, vocab_size=32000
-    ),
+    "medium": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=8, num_attention_heads=12, vocab_size=32000),
+    "llama-350m": dict(hidden_size=1024, intermediate_size=2816, num_hidden_layers=24, num_attention_heads=16, vocab_size=32000),
+    "llama-1.3b": dict(hidden_size=2048, intermediate_size=5504, num_hidden_layers=24, num_attention_heads=16, vocab_size=32000),
+    "llama-7b": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32, vocab_size=32000),
+    "llama-13b": dict(hidden_size=5120, intermediate_size=13824, num_hidden_layers=40, num_attention_heads=40, vocab_size=32000),
 }
 
 

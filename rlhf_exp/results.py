@@ -32,10 +32,7 @@ def gib(n: float | None) -> float | None:
 
 
 def read_events(job_dir: Path) -> dict[int, list[dict[str, Any]]]:
-    return {
-        int(p.stem.removeprefix("rank")): read_jsonl(p)
-        for p in sorted((job_dir / "events").glob("rank*.jsonl"))
-    }
+    return {int(p.stem.removeprefix("rank")): read_jsonl(p) for p in sorted((job_dir / "events").glob("rank*.jsonl"))}
 
 
 def read_samples(job_dir: Path) -> list[dict[str, Any]]:
@@ -64,8 +61,9 @@ def _rank_row(begin: dict[str, Any], end: dict[str, Any] | None, samples: list[d
     row: dict[str, Any] = {
         "rank": begin["rank"],
         "duration_s": end.get("duration_s") if end else None,
-        "peak_rss_gib": gib(last["vmhwm"]) if end else gib(_max([s["ranks"][rank]["rss"] for s in samples
-                                                                  if rank in s.get("ranks", {})])),
+        "peak_rss_gib": gib(last["vmhwm"])
+        if end
+        else gib(_max([s["ranks"][rank]["rss"] for s in samples if rank in s.get("ranks", {})])),
         "pss_anon_end_gib": gib(last["pss_anon"]),
         "pss_anon_peak_gib": gib(_max([*sampled, last["pss_anon"]])),
         "uss_end_gib": gib(last["uss"]),
@@ -101,8 +99,7 @@ def summarize_stage(
         "samples": len(inside),
         "node_peak_gib": gib(node_peak - baseline["node_used"]) if node_peak is not None else None,
         "cgroup_peak_gib": (
-            gib(cgroup_peak - baseline["cgroup_usage"]) if cgroup_peak is not None and "cgroup_usage" in baseline
-            else None
+            gib(cgroup_peak - baseline["cgroup_usage"]) if cgroup_peak is not None and "cgroup_usage" in baseline else None
         ),
         "rank_peak_rss_max_gib": _max([r["peak_rss_gib"] for r in ranks]),
         "rank_pss_anon_peak_max_gib": _max([r["pss_anon_peak_gib"] for r in ranks]),

@@ -14,13 +14,13 @@ from rlhf_exp.checkpoints import CheckpointKind
 
 @dataclass(frozen=True)
 class LoadRequest:
-    role: str                  # actor | ref | critic | reward
-    kind: CheckpointKind       # causal_lm (actor/ref) or value (critic/reward: base model, head added later)
+    role: str  # actor | ref | critic | reward
+    kind: CheckpointKind  # causal_lm (actor/ref) or value (critic/reward: base model, head added later)
     checkpoint: Path
-    dtype: torch.dtype         # the engine's dtype (fp32 for naive: that is its point)
-    device: torch.device       # this rank's device
+    dtype: torch.dtype  # the engine's dtype (fp32 for naive: that is its point)
+    device: torch.device  # this rank's device
     ds_config: dict[str, Any]  # the role's DeepSpeed config (for partitioned loading)
-    group_size: int = 1        # ranks loading at once, for strategies that take turns
+    group_size: int = 1  # ranks loading at once, for strategies that take turns
 
 
 class Loader(Protocol):
