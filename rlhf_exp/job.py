@@ -14,8 +14,8 @@ from omegaconf import DictConfig
 from rlhf_exp import kernel_memory
 from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
-from rlhf_exp.launch import LaunchOutcome, launch_ranks, start_watcher, stop_watcher
-from rlhf_exp.results import GIB, first_error, read_events, read_samples, summarize
+from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
+from rlhf_exp.results import GIB, failed_stage, first_error, read_events, read_samples, summarize
 from rlhf_exp.settings import RunSettings, to_plain, validate
 from rlhf_exp.table import print_result
 from rlhf_exp.tracking import Tracker
@@ -36,23 +36,19 @@ def prepare_checkpoints(settings: RunSettings) -> dict[str, Path]:
 
 
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
+    """Who failed first, in which stage, and why: a rank's own error event, else the launcher's exit record."""
     if outcome.ok:
         return None
-    from rlhf_exp.results import failed_stage
-
     error = first_error(events)
-    # the root cause: the rank that raised, else the first rank the launcher saw die
-    rank = error["rank"] if error else (outcome.failures[0].rank if outcome.failures else None)
-    launcher = next((f for f in outcome.failures if f.rank == rank), outcome.failures[0] if outcome.failures else None)
-    reason = (
-        error["error"]
-        if error
-        else (
-            f"killed by {launcher.signal}"
-            if launcher and launcher.signal
-            else f"exit code {launcher.exitcode if launcher else '?'}"
-        )
-    )
+    cause = root_cause(outcome.failures)
+    rank = error["rank"] if error else (cause.rank if cause else None)
+    launcher = next((f for f in outcome.failures if f.rank == rank), cause)
+    if error:
+        reason = error["error"]
+    elif launcher and launcher.signal:
+        reason = f"killed by {launcher.signal}"
+    else:
+        reason = f"exit code {launcher.exitcode if launcher else '?'}"
     return {
         "rank": rank,
         "stage": failed_stage(events, rank),

@@ -26,6 +26,7 @@ class RankFailure:
     exitcode: int
     signal: str | None
     message: str
+    timestamp: float
 
 
 @dataclass
@@ -57,11 +58,21 @@ def stop_watcher(proc: subprocess.Popen, job_dir: Path) -> None:
         proc.kill()
 
 
+def root_cause(failures: list[RankFailure]) -> RankFailure | None:
+    """The rank that failed first. Ranks the agent stopped itself (SIGTERM) are consequences, not causes."""
+    own = [f for f in failures if f.signal != "SIGTERM"] or failures
+    return min(own, key=lambda f: f.timestamp, default=None)
+
+
 def _failures(err: ChildFailedError) -> list[RankFailure]:
     out = []
     for rank, failure in sorted(err.failures.items()):
         signal = failure.signal_name() if failure.exitcode < 0 else None
-        out.append(RankFailure(rank=rank, exitcode=failure.exitcode, signal=signal, message=str(failure.message)))
+        out.append(
+            RankFailure(
+                rank=rank, exitcode=failure.exitcode, signal=signal, message=str(failure.message), timestamp=failure.timestamp
+            )
+        )
     return out
 
 

@@ -35,7 +35,7 @@ def main(job_dir: Path) -> None:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device, gpu_index = rank_device(spec["device"], int(os.environ["LOCAL_RANK"]))
     torch.manual_seed(settings.seed)
-    recorder = StageRecorder(job_dir / "events" / f"rank{rank}.jsonl", rank, device, gpu_index)
+    recorder = StageRecorder(job_dir / "events" / f"rank{rank}.jsonl", rank, device, gpu_index, settings.fault)
     with recorder.stage("dist_init", sync=False):
         deepspeed.init_distributed(
             dist_backend=spec["backend"], timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False

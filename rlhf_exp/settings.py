@@ -108,6 +108,14 @@ class WandbSettings(Strict):
     entity: str | None = None
 
 
+class FaultSettings(Strict):
+    """Deliberate failure of one rank in one stage: how faults are reproduced and tested."""
+
+    stage: str | None = None
+    rank: int = Field(default=0, ge=0)
+    mode: Literal["raise", "kill"] = "raise"
+
+
 class RunSettings(Strict):
     model: ModelSettings
     zero: ZeroSettings
@@ -124,6 +132,7 @@ class RunSettings(Strict):
     dist_timeout_s: float = Field(gt=0)
     job_timeout_s: float = Field(gt=0)
     wandb: WandbSettings
+    fault: FaultSettings = FaultSettings()
 
     @field_validator("loader")
     @classmethod

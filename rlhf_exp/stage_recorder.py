@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 import traceback
 from collections.abc import Iterator
@@ -20,11 +21,15 @@ import torch
 import torch.distributed as dist
 
 from rlhf_exp import gpu_memory, kernel_memory
+from rlhf_exp.settings import FaultSettings
 
 
 class StageRecorder:
-    def __init__(self, path: Path, rank: int, device: torch.device, nvml_index: int | None = None) -> None:
+    def __init__(
+        self, path: Path, rank: int, device: torch.device, nvml_index: int | None = None, fault: FaultSettings | None = None
+    ) -> None:
         self.rank = rank
+        self.fault = fault
         self.device = device
         self.nvml = gpu_memory.Nvml() if device.type == "cuda" else None
         self.nvml_index = nvml_index
@@ -61,6 +66,7 @@ class StageRecorder:
         self.write({"stage": name, "event": "begin", **self.memory()})
         start = time.perf_counter()
         try:
+            self._inject_fault(name)
             yield extra
         except BaseException as exc:
             self.write(
@@ -74,6 +80,14 @@ class StageRecorder:
             )
             raise
         self.write({"stage": name, "event": "end", "duration_s": time.perf_counter() - start, **extra, **self.memory()})
+
+    def _inject_fault(self, stage: str) -> None:
+        f = self.fault
+        if f is None or f.stage != stage or f.rank != self.rank:
+            return
+        if f.mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError(f"injected fault in {stage} on rank {self.rank}")
 
     def close(self) -> None:
         self._fh.close()
