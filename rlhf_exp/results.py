@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1024**3
+STAGE_FACTS = ("params", "trainable_params", "zero_stage")  # what a stage reports about itself
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -60,6 +61,7 @@ def _rank_row(begin: dict[str, Any], end: dict[str, Any] | None, samples: list[d
     last = end or begin
     row: dict[str, Any] = {
         "rank": begin["rank"],
+        "pid": begin["pid"],
         "duration_s": end.get("duration_s") if end else None,
         "peak_rss_gib": gib(last["vmhwm"])
         if end
@@ -107,6 +109,8 @@ def summarize_stage(
         "rank_uss_end_max_gib": _max([r["uss_end_gib"] for r in ranks]),
         "per_rank": ranks,
     }
+    first_end = next((ev for _, ev in sorted(ends.items()) if ev["event"] == "end"), {})
+    row.update({k: first_end[k] for k in STAGE_FACTS if k in first_end})
     for key in ("cuda_peak_allocated_gib", "cuda_reserved_gib", "nvml_used_gib"):
         value = _max([r.get(key) for r in ranks])
         if value is not None:

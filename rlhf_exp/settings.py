@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from omegaconf.errors import InterpolationToMissingValueError, MissingMandatoryValue, OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlhf_exp.presets import PRESETS
@@ -159,8 +159,11 @@ def to_plain(cfg: DictConfig) -> dict[str, Any]:
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
         raise ConfigError(f"{e.full_key}: missing value (set {e.full_key}=...)") from None
+    except InterpolationToMissingValueError as e:
+        source = e.msg.split("Missing mandatory value: ")[-1].split()[0]
+        raise ConfigError(f"{source}: missing value (set {source}=...; needed by {e.full_key})") from None
     except OmegaConfBaseException as e:
-        raise ConfigError(f"{getattr(e, 'full_key', '') or 'config'}: {e.msg}") from None
+        raise ConfigError(f"{getattr(e, 'full_key', '') or 'config'}: {e.msg.splitlines()[0]}") from None
     assert isinstance(plain, dict)
     plain.pop("hydra", None)
     return plain

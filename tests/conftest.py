@@ -1,0 +1,42 @@
+"""Shared helpers: run the real app as a subprocess into a tmp dir, with one checkpoint cache per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ckpt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Generated checkpoints, shared by every test of the session (generation is deterministic)."""
+    return tmp_path_factory.mktemp("rlhf_exp_cache")
+
+
+def app_env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "RLHF_EXP_CACHE": str(cache), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
+
+
+RunApp = Callable[..., tuple[subprocess.CompletedProcess, dict[str, Any] | None]]
+
+
+@pytest.fixture
+def run_app(tmp_path: Path, ckpt_cache: Path) -> RunApp:
+    """run_app(*overrides) -> (process, result.json or None) for one `python -m rlhf_exp` job."""
+
+    def _run(*overrides: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess, dict[str, Any] | None]:
+        run_dir = tmp_path / "run"
+        cmd = [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={run_dir}", *overrides]
+        proc = subprocess.run(cmd, cwd=tmp_path, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=timeout)
+        result_file = run_dir / "result.json"
+        return proc, json.loads(result_file.read_text()) if result_file.exists() else None
+
+    return _run

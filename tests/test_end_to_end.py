@@ -1,0 +1,86 @@
+"""The real app end to end on CPU ranks: four engines, every stage measured, plausible figures."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+from conftest import RunApp
+
+ROLES = ("actor", "ref", "critic", "reward")
+STAGES = ["dist_init"] + [f"{r}.{p}" for r in ROLES for p in ("load", "init")]
+
+
+def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
+    assert result["status"] == "completed", result.get("failure")
+    assert result["gpus"] == gpus and result["device"] == "cpu" and result["backend"] == "gloo"
+    assert [row["stage"] for row in result["stages"]] == STAGES
+    host = result["host_total_gib"]
+    for row in result["stages"]:
+        assert row["status"] == "ok" and row["ranks_done"] == gpus
+        assert len(row["per_rank"]) == gpus
+        assert row["duration_s"] > 0 and row["samples"] >= 1
+        for key in ("node_peak_gib", "rank_peak_rss_max_gib", "rank_pss_anon_peak_max_gib", "pss_anon_sum_peak_gib"):
+            assert 0 < row[key] < host, (row["stage"], key, row[key])
+        # every rank holds at least torch + deepspeed in private memory: tens of MiB at the very least
+        assert all(r["peak_rss_gib"] > 0.05 and r["pss_anon_end_gib"] > 0.02 for r in row["per_rank"])
+        # Σ over ranks cannot be below the largest rank
+        assert row["pss_anon_sum_peak_gib"] >= row["rank_pss_anon_peak_max_gib"] - 1e-3
+    rows = {row["stage"]: row for row in result["stages"]}
+    assert rows["actor.init"]["zero_stage"] == rows["critic.init"]["zero_stage"] == zero_stage
+    assert 0 < rows["actor.load"]["trainable_params"] <= rows["actor.load"]["params"]
+    assert rows["ref.load"]["trainable_params"] == 0
+    assert result["zero_stages"]["actor"] == zero_stage and result["zero_stages"]["critic"] == zero_stage
+    assert result["note"].startswith("device=cpu: the host is the device")
+
+
+CASES = [
+    pytest.param(1, "stage2", 2),
+    pytest.param(2, "stage2", 2),
+    pytest.param(1, "stage3", 3),
+    pytest.param(2, "stage3", 3),
+    pytest.param(4, "stage2", 2, marks=pytest.mark.slow),
+    pytest.param(4, "stage3", 3, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("gpus", "zero", "stage"), CASES)
+def test_four_engines_build_and_every_stage_is_measured(run_app: RunApp, gpus: int, zero: str, stage: int) -> None:
+    proc, result = run_app(f"gpus={gpus}", f"zero={zero}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert result is not None
+    assert_complete_result(result, gpus, stage)
+    assert "actor.load" in proc.stdout and "node Δ GiB" in proc.stdout  # the printed table
+
+
+def test_lora_disabled_trains_every_weight(run_app: RunApp) -> None:
+    proc, result = run_app("lora=disabled", "zero=stage1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert_complete_result(result, 1, 1)
+    actor = next(row for row in result["stages"] if row["stage"] == "actor.load")
+    assert actor["trainable_params"] == actor["params"]
+
+
+def test_sharing_one_gpu_is_refused_without_gpus(run_app: RunApp) -> None:
+    proc, _ = run_app("device=cuda", "share_gpus=true", timeout=120)
+    assert proc.returncode == 2 and "no GPU is visible" in proc.stderr
+
+
+def test_killed_rank_fails_fast_with_stage_and_keeps_samples(run_app: RunApp) -> None:
+    proc, result = run_app("gpus=2", "fault.stage=critic.load", "fault.rank=1", "fault.mode=kill", timeout=300)
+    assert proc.returncode == 1
+    assert result["status"] == "failed"
+    failure = result["failure"]
+    assert failure == {**failure, "rank": 1, "stage": "critic.load", "signal": "SIGKILL"}
+    done = [row["stage"] for row in result["stages"] if row["status"] == "ok"]
+    assert done == STAGES[:5]  # everything measured before the kill is kept
+    assert result["samples"] > 0
+    pids = {r["pid"] for row in result["stages"] for r in row["per_rank"] if "pid" in r}
+    assert not any(psutil.pid_exists(p) for p in pids)
+
+
+def test_raising_rank_names_its_error(run_app: RunApp) -> None:
+    proc, result = run_app("gpus=2", "fault.stage=ref.init", "fault.rank=0", timeout=300)
+    assert proc.returncode == 1
+    assert result["failure"]["stage"] == "ref.init" and result["failure"]["rank"] == 0
+    assert "injected fault in ref.init" in result["failure"]["reason"]
+    assert "FAILED at stage ref.init on rank 0" in proc.stdout
