@@ -5,6 +5,7 @@ then write result.json and print the per-stage table. Read top to bottom: `run_j
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,15 @@ def prepare_checkpoints(settings: RunSettings) -> dict[str, Path]:
     }
 
 
+def clear_job_dir(job_dir: Path) -> None:
+    """Remove a previous run's records from a reused job dir, so events and samples are this run's alone."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("events", "logs"):
+        shutil.rmtree(job_dir / name, ignore_errors=True)
+    for name in ("samples.jsonl", "stop", "result.json", "spec.json"):
+        (job_dir / name).unlink(missing_ok=True)
+
+
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
     """Who failed first, in which stage, and why: a rank's own error event, else the launcher's exit record."""
     if outcome.ok:
@@ -62,7 +72,7 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
 def run_job(cfg: DictConfig, job_dir: Path, tracker: Tracker) -> dict[str, Any]:
     settings = validate(cfg)  # ConfigError (one line) before anything starts
     device, backend = resolve_device(settings)
-    job_dir.mkdir(parents=True, exist_ok=True)
+    clear_job_dir(job_dir)
     checkpoints = prepare_checkpoints(settings)
     config = to_plain(cfg)
     spec = {

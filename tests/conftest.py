@@ -33,7 +33,7 @@ def run_app(tmp_path: Path, ckpt_cache: Path) -> RunApp:
     """run_app(*overrides) -> (process, result.json or None) for one `python -m rlhf_exp` job."""
 
     def _run(*overrides: str, timeout: int = 900) -> tuple[subprocess.CompletedProcess, dict[str, Any] | None]:
-        run_dir = tmp_path / "run"
+        run_dir = tmp_path / f"run{len(list(tmp_path.glob('run*')))}"
         cmd = [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={run_dir}", *overrides]
         proc = subprocess.run(cmd, cwd=tmp_path, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=timeout)
         result_file = run_dir / "result.json"
