@@ -7,6 +7,8 @@ Loading (`<role>.load`) and deepspeed.initialize (`<role>.init`) are separate st
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,16 +48,22 @@ def load_role_model(
         model.v_head.to(device=next(model.rwtransformer.parameters()).device)
         load_value_head(model, checkpoint)
     if role in TRAIN_ROLES:
+        torch.manual_seed(settings.seed + ROLES.index(role))  # same LoRA init whatever the loader drew before
         return apply_lora(model, settings.lora, always_train=("v_head",))
     model.requires_grad_(False)
     return model.eval()
 
 
 def _match_engine_dtype(model: nn.Module, dtype: torch.dtype) -> None:
-    """ZeRO-3 refuses mixed dtypes: LoRA/value-head weights added after a low-precision load are fp32."""
+    """ZeRO-3 refuses mixed dtypes: LoRA/value-head weights added after a low-precision load are fp32.
+
+    Only such stragglers are cast; parameters already partitioned by zero.Init are left alone.
+    """
     dtypes = {p.dtype for p in model.parameters()}
     if len(dtypes) > 1:
-        model.to(dtype)
+        for param in model.parameters():
+            if param.dtype != dtype and not hasattr(param, "ds_id"):
+                param.data = param.data.to(dtype)
 
 
 def initialize_role(settings: RunSettings, role: str, model: nn.Module, ds_config: dict[str, Any]) -> Any:
@@ -83,4 +91,20 @@ def build_engine(
             engines[role] = initialize_role(settings, role, model, ds_config)
             info["zero_stage"] = zero_stage(ds_config)
             del model
+        if settings.verify_weights:
+            digests = weight_digests(engines[role].module)
+            if recorder.rank == 0:
+                out = recorder.job_dir / "weights" / f"{role}.json"
+                out.parent.mkdir(exist_ok=True)
+                out.write_text(json.dumps(digests, indent=0, sort_keys=True))
     return engines
+
+
+def weight_digests(module: nn.Module) -> dict[str, str]:
+    """sha256 of every engine weight's bytes, gathered first under ZeRO-3 (a collective: all ranks call it)."""
+    digests = {}
+    for name, param in module.named_parameters():
+        with deepspeed.zero.GatheredParameters([param], modifier_rank=None, enabled=hasattr(param, "ds_id")):
+            data = param.detach().cpu().contiguous()
+            digests[name] = f"{data.dtype}:{tuple(data.shape)}:" + hashlib.sha256(data.view(torch.uint8).numpy()).hexdigest()
+    return digests

@@ -6,6 +6,7 @@ single line naming the key and the valid choices.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -133,6 +134,20 @@ class RunSettings(Strict):
     job_timeout_s: float = Field(gt=0)
     wandb: WandbSettings
     fault: FaultSettings = FaultSettings()
+    verify_weights: bool = False
+
+    @model_validator(mode="after")
+    def _zero3_init_needs_stage3(self) -> RunSettings:
+        if self.loader.name != "zero3_init":
+            return self
+        for role in ROLES:
+            stage = role_stage(getattr(self.zero, role))
+            if stage != 3:
+                raise ValueError(
+                    f"zero3_init needs ZeRO-3 for every role, but zero.{role} has stage {stage}; "
+                    "valid: zero=stage3, zero=stage3_offload, or another loader"
+                )
+        return self
 
     @field_validator("loader")
     @classmethod
@@ -142,6 +157,14 @@ class RunSettings(Strict):
         if v.name not in LOADERS:
             raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADERS)}")
         return v
+
+
+def role_stage(zero: RoleZero) -> int:
+    """A role's ZeRO stage: its preset's, or the one in its own ds_config JSON."""
+    if zero.config_file:
+        user = json.loads(Path(zero.config_file).expanduser().read_text())
+        return int(user.get("zero_optimization", {}).get("stage", 0))
+    return zero.stage
 
 
 def _format(err: ValidationError) -> str:

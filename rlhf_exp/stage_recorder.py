@@ -33,6 +33,7 @@ class StageRecorder:
         self.device = device
         self.nvml = gpu_memory.Nvml() if device.type == "cuda" else None
         self.nvml_index = nvml_index
+        self.job_dir = path.parent.parent
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "a", buffering=1)  # line-buffered: a killed rank keeps every event
 

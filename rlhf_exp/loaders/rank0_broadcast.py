@@ -1,0 +1,56 @@
+"""rank0_broadcast: only each node's local rank 0 reads the checkpoint; the others receive it.
+
+Local rank 0 loads with from_pretrained (memory-mapped, engine dtype) onto its device. The other
+ranks build the model with empty weights (accelerate's init_empty_weights: parameters on the
+meta device, buffers real), allocate them on their device, and receive every tensor of the state
+dict by torch.distributed.broadcast within the node. The host holds one copy per node on GPU
+ranks; on CPU ranks the received copies are host memory too (the host is the device).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+from accelerate import init_empty_weights
+from accelerate.utils import set_module_tensor_to_device
+from torch import nn
+from transformers import AutoConfig
+
+from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.pretrained import load_low_mem, model_class
+
+_node_group: dist.ProcessGroup | None = None
+
+
+def node_group() -> tuple[dist.ProcessGroup | None, int]:
+    """This node's process group (None = the default group on one node) and its first global rank."""
+    global _node_group
+    local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    src = dist.get_rank() - local_rank
+    if local_world == dist.get_world_size():
+        return None, src
+    if _node_group is None:  # a collective: every rank creates the subgroups, once
+        _node_group, _ = dist.new_subgroups(group_size=local_world)
+    return _node_group, src
+
+
+def _empty_model(request: LoadRequest) -> nn.Module:
+    config = AutoConfig.from_pretrained(request.checkpoint)
+    with init_empty_weights():
+        model = model_class(request).from_config(config, dtype=request.dtype)
+    for name, param in list(model.named_parameters()):
+        set_module_tensor_to_device(model, name, request.device, value=torch.empty(param.shape, dtype=param.dtype))
+    return model.to(request.device)
+
+
+def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
+    group, src = node_group()
+    if int(os.environ["LOCAL_RANK"]) == 0:
+        model = load_low_mem(request).to(request.device)
+    else:
+        model = _empty_model(request)
+    for tensor in model.state_dict().values():  # same keys in the same order on every rank
+        dist.broadcast(tensor, src=src, group=group)
+    return model

@@ -1,0 +1,33 @@
+"""staggered: naive loading, but the ranks of a node take turns in groups of `group_size`.
+
+Each group builds its fp32 model and reads the checkpoint, then casts to the engine dtype and
+moves the weights to its device (what deepspeed.initialize would do next) before the next group
+starts, so the node's transient peak is one group's instead of every rank's.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+
+import torch.distributed as dist
+from torch import nn
+
+from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.naive import load_naive
+
+
+def load_staggered(request: LoadRequest) -> nn.Module:
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    my_turn = local_rank // request.group_size
+    model: nn.Module | None = None
+    for turn in range(math.ceil(local_world / request.group_size)):
+        if turn == my_turn:
+            model = load_naive(request).to(dtype=request.dtype, device=request.device)
+            gc.collect()
+        if dist.is_initialized():
+            dist.barrier()  # the next group starts only when this one's weights are off the host
+    assert model is not None
+    return model
