@@ -28,8 +28,20 @@ def _read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
 
 
 def process_status(pid: int | str = "self") -> dict[str, int]:
-    """VmHWM (peak RSS since last reset) and VmRSS in bytes."""
-    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS"))
+    """VmHWM (peak RSS since last reset), VmRSS and RssFile (file-backed pages, e.g. a mapped checkpoint), bytes."""
+    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile"))
+
+
+def read_chars(pid: int | str = "self") -> int:
+    """Bytes this process has read through read() syscalls (rchar): a private checkpoint read shows here."""
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            for line in fh:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def process_smaps(pid: int | str = "self") -> dict[str, int]:

@@ -57,7 +57,8 @@ def _max(values: list[float | int | None]) -> float | int | None:
 def _rank_row(begin: dict[str, Any], end: dict[str, Any] | None, samples: list[dict[str, Any]]) -> dict[str, Any]:
     """One rank's figures for a stage; `end` is the end or error event (None: the rank died in it)."""
     rank = str(begin["rank"])
-    sampled = [s["ranks"][rank]["pss_anon"] for s in samples if rank in s.get("ranks", {})]
+    mine = [s["ranks"][rank] for s in samples if rank in s.get("ranks", {})]
+    sampled = [r["pss_anon"] for r in mine]
     last = end or begin
     row: dict[str, Any] = {
         "rank": begin["rank"],
@@ -69,6 +70,11 @@ def _rank_row(begin: dict[str, Any], end: dict[str, Any] | None, samples: list[d
         "pss_anon_end_gib": gib(last["pss_anon"]),
         "pss_anon_peak_gib": gib(_max([*sampled, last["pss_anon"]])),
         "uss_end_gib": gib(last["uss"]),
+        # file-backed pages mapped (a memory-mapped checkpoint) and bytes read by read(): who touched the file
+        "rss_file_rise_gib": gib(
+            _max([r.get("rss_file", 0) for r in mine] + [last.get("rss_file", 0)]) - begin.get("rss_file", 0)
+        ),
+        "read_gib": gib(last.get("rchar", 0) - begin.get("rchar", 0)),
     }
     for key in ("cuda_allocated", "cuda_reserved", "cuda_peak_allocated", "cuda_peak_reserved", "nvml_used"):
         if key in last:
@@ -100,6 +106,8 @@ def summarize_stage(
         "window_s": round(stop - start, 4),
         "samples": len(inside),
         "node_peak_gib": gib(node_peak - baseline["node_used"]) if node_peak is not None else None,
+        # what this stage itself added at its peak: peak minus the level when it began
+        "node_rise_gib": gib(node_peak - inside[0]["node_used"]) if node_peak is not None else None,
         "cgroup_peak_gib": (
             gib(cgroup_peak - baseline["cgroup_usage"]) if cgroup_peak is not None and "cgroup_usage" in baseline else None
         ),

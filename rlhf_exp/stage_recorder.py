@@ -50,6 +50,8 @@ class StageRecorder:
             "rss": status.get("VmRSS", 0),
             "pss_anon": smaps.get("Pss_Anon", 0),
             "uss": kernel_memory.uss_bytes(smaps),
+            "rss_file": status.get("RssFile", 0),
+            "rchar": kernel_memory.read_chars(),
         }
         mem.update(gpu_memory.cuda_stats(self.device))
         if self.nvml is not None and self.nvml_index is not None:

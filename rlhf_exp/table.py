@@ -11,6 +11,7 @@ COLUMNS: list[tuple[str, str]] = [
     ("stage", "stage"),
     ("duration_s", "time s"),
     ("node_peak_gib", "node Δ GiB"),
+    ("node_rise_gib", "stage rise"),
     ("cgroup_peak_gib", "cgroup Δ GiB"),
     ("rank_peak_rss_max_gib", "rank VmHWM max"),
     ("rank_pss_anon_peak_max_gib", "rank Pss_Anon max"),

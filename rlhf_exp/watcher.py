@@ -3,7 +3,7 @@
 `python -m rlhf_exp.watcher <job_dir> --parent PID --interval 0.02`. Runs until <job_dir>/stop
 appears or the parent (the job) dies. A sampler thread inside a busy rank misses load peaks
 (DESIGN.md): this process only samples. Each line is one sample, flushed as taken:
-  {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "pss_anon"}}, "gpu_used": [...]}
+  {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "rss_file", "pss_anon"}}, "gpu_used": [...]}
 Ranks are found as descendants of the parent that carry a RANK variable.
 """
 
@@ -58,7 +58,12 @@ def take_sample(finder: RankFinder, cgroup: kernel_memory.CgroupMemory, nvml: Nv
         status = kernel_memory.process_status(pid)
         smaps = kernel_memory.process_smaps(pid)
         if status:
-            ranks[str(rank)] = {"pid": pid, "rss": status.get("VmRSS", 0), "pss_anon": smaps.get("Pss_Anon", 0)}
+            ranks[str(rank)] = {
+                "pid": pid,
+                "rss": status.get("VmRSS", 0),
+                "rss_file": status.get("RssFile", 0),
+                "pss_anon": smaps.get("Pss_Anon", 0),
+            }
     sample["ranks"] = ranks
     if nvml.handles:
         sample["gpu_used"] = nvml.all_used_bytes()
