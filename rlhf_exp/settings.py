@@ -144,7 +144,7 @@ class RunSettings(Strict):
             stage = role_stage(getattr(self.zero, role))
             if stage != 3:
                 raise ValueError(
-                    f"zero3_init needs ZeRO-3 for every role, but zero.{role} has stage {stage}; "
+                    f"loader: zero3_init needs ZeRO-3 for every role, but zero.{role} has stage {stage}; "
                     "valid: zero=stage3, zero=stage3_offload, or another loader"
                 )
         return self
@@ -173,7 +173,7 @@ def _format(err: ValidationError) -> str:
     msg = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
     shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-    return f"{key}: {msg}{shown}"
+    return f"{key}: {msg}{shown}" if key else f"{msg}{shown}"
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:

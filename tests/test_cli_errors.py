@@ -9,8 +9,9 @@ from conftest import RunApp
 @pytest.mark.parametrize(
     ("overrides", "needle"),
     [
-        (["loader=foo"], "loader=foo: unknown loader; valid: naive"),
-        (["-m", "loader=naive,foo"], "loader=foo: unknown loader; valid: naive"),
+        (["loader=foo"], "loader=foo: unknown loader; valid: direct, low_mem, naive, rank0_broadcast, staggered, zero3_init"),
+        (["-m", "loader=naive,foo"], "loader=foo: unknown loader; valid: direct"),
+        (["loader=zero3_init", "zero=stage2"], "zero3_init needs ZeRO-3 for every role"),
         (["gpus=0"], "gpus: Input should be greater than 0"),
         (["zero.actor.stage=5"], "zero.actor.stage: Input should be 0, 1, 2 or 3"),
         (["zero=stage5"], "zero=stage5: unknown zero; valid: custom, stage0, stage1, stage2"),

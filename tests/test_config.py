@@ -36,6 +36,8 @@ def extra_overrides(group: str, option: str, tiny_actor: Path, ds_json: Path) ->
         return [f"model.actor.path={tiny_actor}", f"model.critic.path={tiny_actor}"]
     if group == "zero" and option == "custom":
         return [f"zero.config_file={ds_json}"]
+    if group == "loader" and option == "zero3_init":
+        return ["zero=stage3"]
     return []
 
 
@@ -86,8 +88,9 @@ def test_user_ds_config_fills_auto_batch_keys(ds_json: Path) -> None:
         (["model=local", "model.actor.path=/nonexistent", "model.critic.path=/nonexistent"], "model.actor: Value error"),
         (["model.actor.preset=llama-70b"], "model.actor.preset: unknown preset 'llama-70b'; valid: tiny, medium"),
         (["zero=custom"], "zero.config_file: missing value"),
-        (["loader.name=bogus"], "loader: Value error, unknown loader 'bogus'; valid: naive"),
+        (["loader.name=bogus"], "loader: Value error, unknown loader 'bogus'; valid: naive, staggered"),
         (["lora.r=0"], "lora.r: Input should be greater than 0"),
+        (["loader=zero3_init", "zero=stage2"], "loader: zero3_init needs ZeRO-3 for every role, but zero.actor has stage 2"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_key(overrides: list[str], expected: str) -> None:
@@ -101,6 +104,7 @@ def test_bad_values_give_one_line_naming_the_key(overrides: list[str], expected:
 
 
 def test_unknown_group_choice_is_one_line_with_valid_choices() -> None:
-    assert check_group_choices(["loader=naive,foo"]) == "loader=foo: unknown loader; valid: naive"
+    valid = "direct, low_mem, naive, rank0_broadcast, staggered, zero3_init"
+    assert check_group_choices(["loader=naive,foo"]) == f"loader=foo: unknown loader; valid: {valid}"
     assert check_group_choices(["zero=stage5"]).startswith("zero=stage5: unknown zero; valid: custom, stage0")
     assert check_group_choices(["gpus=1,2", "loader=naive"]) is None

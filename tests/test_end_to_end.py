@@ -37,10 +37,8 @@ CASES = [
     pytest.param(1, "stage2", 2),
     pytest.param(2, "stage2", 2),
     pytest.param(1, "stage3", 3),
-    pytest.param(2, "stage3", 3),
     pytest.param(4, "stage2", 2, marks=pytest.mark.slow),
-    pytest.param(4, "stage3", 3, marks=pytest.mark.slow),
-]
+]  # gpus=2 and 4 under ZeRO-3 run in tests/test_loaders.py
 
 
 @pytest.mark.parametrize(("gpus", "zero", "stage"), CASES)
