@@ -13,14 +13,26 @@ from omegaconf import DictConfig
 from rlhf_exp.cli_checks import CONF_DIR, check_group_choices
 from rlhf_exp.job import run_job
 from rlhf_exp.settings import ConfigError
+from rlhf_exp.slurm_task import ranks_are_slurm_tasks, run_as_slurm_task
 from rlhf_exp.tracking import make_tracker
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def hydra_app(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
+    job_dir = Path(hydra_cfg.runtime.output_dir)
+    labels = {
+        "group": Path(hydra_cfg.sweep.dir).name if hydra_cfg.mode == RunMode.MULTIRUN else f"run-{job_dir.name}",
+        "name": job_dir.name,
+        "zero": hydra_cfg.runtime.choices.get("zero", "?"),
+        "model": hydra_cfg.runtime.choices.get("model", "?"),
+    }
+    tracker = make_tracker(cfg.wandb.mode, cfg.wandb.project, cfg.wandb.entity)
+    if ranks_are_slurm_tasks():  # submitted by the rlhf_slurm launcher: this process is one rank
+        result = run_as_slurm_task(cfg, job_dir, tracker, labels)
+        return result["status"] if result else "rank"
     try:
-        result = run_job(cfg, Path(hydra_cfg.runtime.output_dir), make_tracker(cfg.wandb.mode))
+        result = run_job(cfg, job_dir, tracker, labels)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

@@ -5,6 +5,7 @@ then write result.json and print the per-stage table. Read top to bottom: `run_j
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ from rlhf_exp import kernel_memory
 from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
-from rlhf_exp.results import GIB, failed_stage, first_error, read_events, read_samples, summarize
+from rlhf_exp.results import GIB, failed_stage, first_error, first_silent_rank, read_events, read_samples, summarize
 from rlhf_exp.settings import RunSettings, to_plain, validate
 from rlhf_exp.table import print_result
 from rlhf_exp.tracking import Tracker
@@ -43,6 +44,8 @@ def clear_job_dir(job_dir: Path) -> None:
         shutil.rmtree(job_dir / name, ignore_errors=True)
     for name in ("samples.jsonl", "stop", "result.json", "spec.json"):
         (job_dir / name).unlink(missing_ok=True)
+    for extra in job_dir.glob("samples.node*.jsonl"):
+        extra.unlink()
 
 
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
@@ -51,7 +54,7 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
         return None
     error = first_error(events)
     cause = root_cause(outcome.failures)
-    rank = error["rank"] if error else (cause.rank if cause else None)
+    rank = error["rank"] if error else (cause.rank if cause else first_silent_rank(events))
     launcher = next((f for f in outcome.failures if f.rank == rank), cause)
     if error:
         reason = error["error"]
@@ -69,52 +72,115 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     }
 
 
-def run_job(cfg: DictConfig, job_dir: Path, tracker: Tracker) -> dict[str, Any]:
-    settings = validate(cfg)  # ConfigError (one line) before anything starts
+def prepare_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
+    """Validate, pick device/backend, generate checkpoints and write spec.json: all before any rank starts."""
+    settings = validate(cfg)  # ConfigError (one line)
     device, backend = resolve_device(settings)
     clear_job_dir(job_dir)
     checkpoints = prepare_checkpoints(settings)
-    config = to_plain(cfg)
     spec = {
         "settings": settings.model_dump(),
         "device": device,
         "backend": backend,
         "checkpoints": {k: str(v) for k, v in checkpoints.items()},
+        "config": to_plain(cfg),
     }
-    (job_dir / "spec.json").write_text(json.dumps(spec, indent=1))
-    meta = {"loader": settings.loader.name, "gpus": settings.gpus, "device": device, "job_dir": str(job_dir)}
-    tracker.start(config, meta)
+    tmp = job_dir / "spec.json.tmp"
+    tmp.write_text(json.dumps(spec, indent=1))
+    tmp.rename(job_dir / "spec.json")  # atomic: SLURM tasks wait for it to appear
+    return spec
 
+
+def job_meta(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
+    settings = spec["settings"]
+    return {"loader": settings["loader"]["name"], "gpus": settings["gpus"], "device": spec["device"], "job_dir": str(job_dir)}
+
+
+def run_job(cfg: DictConfig, job_dir: Path, tracker: Tracker, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """One local job. `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker."""
+    spec = prepare_job(cfg, job_dir)
+    tracker.start(
+        spec["config"],
+        {"group": "single", "name": job_dir.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})},
+    )
+    try:
+        result = measure(spec, job_dir)
+    except BaseException as exc:  # the job itself broke: still close the tracked run, naming where
+        finish_crashed(tracker, job_dir, exc)
+        raise
+    print_result(result)
+    tracker.finish(result, read_samples(job_dir))
+    return result
+
+
+def finish_crashed(tracker: Tracker, job_dir: Path, exc: BaseException) -> None:
+    failure = {"stage": "job", "rank": None, "reason": repr(exc)[:500], "signal": None}
+    tracker.finish({"status": "crashed", "failure": failure, **summarize(job_dir)}, read_samples(job_dir))
+
+
+def measure(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
+    """Launch the ranks on this host beside the watcher and assemble result.json from what they recorded."""
+    settings = RunSettings.model_validate(spec["settings"])
     cgroup = kernel_memory.CgroupMemory()
     cgroup_reset = cgroup.reset_peak()
     started = time.time()
-    watcher = start_watcher(job_dir, settings.watcher.interval_s)
+    watcher = start_watcher(job_dir, settings.watcher.interval_s, settings.gpus)
     try:
-        outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": "1"})
+        threads = max(1, (os.cpu_count() or 1) // settings.gpus)  # ranks share the cores
+        outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": str(threads)})
     finally:
         stop_watcher(watcher, job_dir)
-    events = read_events(job_dir)
-    failure = _failure(outcome, events)
-
-    result: dict[str, Any] = {
-        "status": "completed" if outcome.ok else "failed",
-        **meta,
-        "backend": backend,
-        "zero_stages": {r: getattr(settings.zero, r).stage for r in ("actor", "ref", "critic", "reward")},
-        "dtype": settings.dtype,
-        "checkpoints": spec["checkpoints"],
-        "checkpoint_gib": {k: round(checkpoint_bytes(v) / GIB, 4) for k, v in checkpoints.items()},
-        "host_total_gib": round(kernel_memory.node_total_bytes() / GIB, 3),
+    extra = {
         "cgroup": cgroup.describe(),
         "cgroup_hwm_gib": round(cgroup.peak_bytes() / GIB, 4) if cgroup_reset and cgroup.peak_bytes() else None,
-        "note": CPU_NOTE if device == "cpu" else None,
-        "wall_s": round(time.time() - started, 3),
+    }
+    return assemble_result(job_dir, outcome, time.time() - started, extra)
+
+
+def record_dead_job(job_dir: Path, reason: str) -> dict[str, Any]:
+    """result.json for a job whose ranks were killed from outside (SLURM): from whatever they recorded."""
+    if not (job_dir / "spec.json").exists():  # died before rank 0 finished preparing
+        result = {
+            "status": "failed",
+            "job_dir": str(job_dir),
+            "stages": [],
+            "failure": {"stage": "prepare", "rank": 0, "reason": reason, "signal": None},
+        }
+        job_dir.mkdir(parents=True, exist_ok=True)
+        (job_dir / "result.json").write_text(json.dumps(result, indent=1))
+        return result
+    return assemble_result(job_dir, LaunchOutcome(ok=False), 0.0, {"launcher": "slurm"}, reason)
+
+
+def assemble_result(
+    job_dir: Path, outcome: LaunchOutcome, wall_s: float, extra: dict[str, Any] | None = None, reason: str | None = None
+) -> dict[str, Any]:
+    """result.json from spec.json, the rank events and the watcher samples on disk; written and returned.
+
+    `reason`: why the job died when no rank recorded an error of its own (e.g. SLURM's verdict).
+    """
+    spec = json.loads((job_dir / "spec.json").read_text())
+    settings = spec["settings"]
+    events = read_events(job_dir)
+    failure = _failure(outcome, events)
+    if failure and reason and not first_error(events):
+        failure["reason"] = reason
+    result: dict[str, Any] = {
+        "status": "completed" if outcome.ok else "failed",
+        **job_meta(spec, job_dir),
+        "backend": spec["backend"],
+        "zero_stages": {r: settings["zero"][r]["stage"] for r in ("actor", "ref", "critic", "reward")},
+        "dtype": settings["dtype"],
+        "checkpoints": spec["checkpoints"],
+        "checkpoint_gib": {k: round(checkpoint_bytes(Path(v)) / GIB, 4) for k, v in spec["checkpoints"].items()},
+        "host_total_gib": round(kernel_memory.node_total_bytes() / GIB, 3),
+        **(extra or {}),
+        "note": CPU_NOTE if spec["device"] == "cpu" else None,
+        "wall_s": round(wall_s, 3),
         "failure": failure,
         **summarize(job_dir),
-        "config": config,
+        "config": spec["config"],
         "result_file": str(job_dir / "result.json"),
     }
     (job_dir / "result.json").write_text(json.dumps(result, indent=1))
-    print_result(result)
-    tracker.finish(result, read_samples(job_dir))
     return result

@@ -36,12 +36,25 @@ class LaunchOutcome:
     log_dir: Path | None = None
 
 
-def start_watcher(job_dir: Path, interval_s: float) -> subprocess.Popen:
+def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = "samples.jsonl") -> subprocess.Popen:
     """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlhf_exp.watcher", str(job_dir), "--parent", str(os.getpid()), "--interval", str(interval_s)],
+        [
+            sys.executable,
+            "-m",
+            "rlhf_exp.watcher",
+            str(job_dir),
+            "--parent",
+            str(os.getpid()),
+            "--interval",
+            str(interval_s),
+            "--out",
+            out_name,
+            "--ranks",
+            str(ranks),
+        ],
     )
-    samples = job_dir / "samples.jsonl"
+    samples = job_dir / out_name
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
         if samples.exists() and samples.read_text().count("\n") >= 2:

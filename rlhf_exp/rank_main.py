@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +37,7 @@ def main(job_dir: Path) -> None:
     device, gpu_index = rank_device(spec["device"], int(os.environ["LOCAL_RANK"]))
     torch.manual_seed(settings.seed)
     recorder = StageRecorder(job_dir / "events" / f"rank{rank}.jsonl", rank, device, gpu_index, settings.fault)
+    recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": int(os.environ["LOCAL_RANK"])})
     with recorder.stage("dist_init", sync=False):
         deepspeed.init_distributed(
             dist_backend=spec["backend"], timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False
@@ -44,6 +46,8 @@ def main(job_dir: Path) -> None:
     build_engine(settings, checkpoints, device, world_size, recorder)
     recorder.write({"event": "done"})
     recorder.close()
+    torch.distributed.barrier()  # every rank has written `done` before anyone reads the records
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

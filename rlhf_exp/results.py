@@ -164,3 +164,12 @@ def failed_stage(events: dict[int, list[dict[str, Any]]], rank: int | None) -> s
 def first_error(events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
     errors = [ev for evs in events.values() for ev in evs if ev.get("event") == "error"]
     return min(errors, key=lambda ev: ev["t"]) if errors else None
+
+
+def first_silent_rank(events: dict[int, list[dict[str, Any]]]) -> int | None:
+    """Without exit records (ranks killed from outside): the rank whose records stopped first died first.
+
+    A dead rank writes nothing more, while its peers go on to the next barrier before being killed.
+    """
+    unfinished = [r for r, evs in events.items() if evs and evs[-1].get("event") not in ("done",)]
+    return min(unfinished, key=lambda r: events[r][-1]["t"], default=None)

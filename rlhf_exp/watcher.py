@@ -1,16 +1,17 @@
 """The watcher: a separate process sampling node and per-rank memory into samples.jsonl.
 
-`python -m rlhf_exp.watcher <job_dir> --parent PID --interval 0.02`. Runs until <job_dir>/stop
+`python -m rlhf_exp.watcher <job_dir> --parent PID --interval 0.02 --ranks N`. Runs until <job_dir>/stop
 appears or the parent (the job) dies. A sampler thread inside a busy rank misses load peaks
 (DESIGN.md): this process only samples. Each line is one sample, flushed as taken:
   {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "rss_file", "pss_anon"}}, "gpu_used": [...]}
-Ranks are found as descendants of the parent that carry a RANK variable.
+Ranks are found from the `start` event each rank writes (pid, host) in events/.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -22,29 +23,36 @@ from rlhf_exp.gpu_memory import Nvml
 
 
 class RankFinder:
-    """Maps rank number -> pid among the parent's descendants, caching each pid's RANK once."""
+    """Finds this host's ranks from the `start` event each rank writes first (pid and host).
 
-    def __init__(self, parent: int) -> None:
-        self.parent = psutil.Process(parent)
-        self.rank_of: dict[int, int | None] = {}
+    Works whether ranks are the launcher's children or SLURM tasks. Rescans only while ranks are
+    missing, and otherwise once a second, so the watcher does not steal the ranks' CPU.
+    """
+
+    def __init__(self, events_dir: Path, expected: int) -> None:
+        self.events_dir = events_dir
+        self.expected = expected
+        self.host = socket.gethostname()
+        self.found: dict[int, int] = {}
+        self.scanned_at = 0.0
 
     def ranks(self) -> dict[int, int]:
-        try:
-            children = self.parent.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return {}
+        now = time.monotonic()
+        if len(self.found) < self.expected or now - self.scanned_at > 1.0:
+            self.found = self._scan()
+            self.scanned_at = now
+        return self.found
+
+    def _scan(self) -> dict[int, int]:
         found: dict[int, int] = {}
-        for child in children:
-            if child.pid not in self.rank_of:
-                try:
-                    env = child.environ()
-                    is_rank = "rlhf_exp.rank_main" in " ".join(child.cmdline())
-                    self.rank_of[child.pid] = int(env["RANK"]) if is_rank and "RANK" in env else None
-                except (psutil.Error, KeyError, ValueError):
-                    continue  # not readable yet (just forked): try again next sample
-            rank = self.rank_of[child.pid]
-            if rank is not None:
-                found[rank] = child.pid
+        for path in self.events_dir.glob("rank*.jsonl"):
+            try:
+                with open(path) as fh:
+                    first = json.loads(fh.readline())
+            except (OSError, json.JSONDecodeError):
+                continue  # being written: next scan
+            if first.get("event") == "start" and first.get("host") == self.host and psutil.pid_exists(first["pid"]):
+                found[first["rank"]] = first["pid"]
         return found
 
 
@@ -70,10 +78,10 @@ def take_sample(finder: RankFinder, cgroup: kernel_memory.CgroupMemory, nvml: Nv
     return sample
 
 
-def watch(job_dir: Path, parent: int, interval: float) -> None:
-    finder, cgroup, nvml = RankFinder(parent), kernel_memory.CgroupMemory(), Nvml()
+def watch(job_dir: Path, parent: int, interval: float, ranks: int, out_name: str) -> None:
+    finder, cgroup, nvml = RankFinder(job_dir / "events", ranks), kernel_memory.CgroupMemory(), Nvml()
     stop = job_dir / "stop"
-    with open(job_dir / "samples.jsonl", "a", buffering=1) as out:
+    with open(job_dir / out_name, "a", buffering=1) as out:
         out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
         while not stop.exists() and psutil.pid_exists(parent):
             out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
@@ -86,8 +94,10 @@ def main() -> None:
     parser.add_argument("job_dir", type=Path)
     parser.add_argument("--parent", type=int, required=True)
     parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument("--ranks", type=int, default=1, help="ranks expected on this node")
+    parser.add_argument("--out", default="samples.jsonl", help="file name under job_dir (one per node)")
     args = parser.parse_args()
-    watch(args.job_dir, args.parent, args.interval)
+    watch(args.job_dir, args.parent, args.interval, args.ranks, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""`hydra/launcher=rlhf_slurm`: hydra-submitit-launcher's SLURM launcher with resources per job.
+
+The stock launcher resolves resources once per multirun, so in `-m gpus=1,8` both jobs would get
+the same tasks and GPUs. This one submits each job on its own, sized from that job's `gpus`:
+ranks are SLURM tasks (tasks_per_node), nodes > 1 when gpus exceeds `gpus_per_node_max`, and
+gpus_per_node when GPUs are requested. srun runs with --kill-on-bad-exit, so one dead rank ends
+the step at once; the launcher then writes that job's failed result.json from what its ranks
+recorded, and the sweep goes on.
+"""
+
+# No `from __future__ import annotations`: Hydra loads plugins outside sys.modules, where string
+# annotations break @dataclass, and OmegaConf needs real typing objects.
+import logging
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional  # noqa: UP035 - OmegaConf structured-config types
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, SlurmQueueConf
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+log = logging.getLogger(__name__)
+OWN_KEYS = {"gpus_per_node_max", "request_gpus", "srun_args"}
+
+
+@dataclass
+class RlhfSlurmConf(SlurmQueueConf):
+    _target_: str = "hydra_plugins.rlhf_exp_launcher.rlhf_slurm.RlhfSlurmLauncher"
+    # GPUs (= ranks) one node holds; a job with more gpus spans ceil(gpus / this) nodes
+    gpus_per_node_max: int = 8
+    # ask SLURM for one GPU per rank: auto = unless the job's device is cpu
+    request_gpus: str = "auto"
+    # extra srun arguments; --kill-on-bad-exit=1 is always added so a dead rank ends the step
+    srun_args: List[str] = field(default_factory=list)  # noqa: UP006
+    timeout_min: int = 60
+    mem_gb: Optional[int] = 16  # noqa: UP045
+    cpus_per_task: Optional[int] = 1  # noqa: UP045
+    # a sbatch line per entry: e.g. ["source ~/venv/bin/activate", "module load cuda"]
+    setup: Optional[List[str]] = None  # noqa: UP006, UP045
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="rlhf_slurm", node=RlhfSlurmConf, provider="rlhf_exp")
+
+
+def job_resources(gpus: int, per_node_max: int, request_gpus: bool) -> Dict[str, Any]:  # noqa: UP006
+    """nodes, tasks_per_node and gpus_per_node for one job's gpus."""
+    nodes = math.ceil(gpus / per_node_max)
+    if gpus % nodes:
+        raise ValueError(f"gpus: {gpus} does not split evenly over {nodes} nodes of at most {per_node_max}")
+    per_node = gpus // nodes
+    return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": per_node if request_gpus else None}
+
+
+class RlhfSlurmLauncher(SlurmLauncher):
+    def _job_config(self, overrides: List[str], idx: int) -> DictConfig:  # noqa: UP006
+        config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        with open_dict(config.hydra.job):
+            config.hydra.job.num = idx
+        return config
+
+    def _job_dir(self, config: DictConfig) -> Path:
+        HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in the sweep subdir
+        return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
+
+    def _check(self, config: DictConfig) -> None:
+        from rlhf_exp.settings import ConfigError, validate
+
+        plain = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
+        with open_dict(plain):
+            plain.pop("hydra", None)
+        try:
+            validate(plain)
+        except ConfigError as err:  # before anything is submitted
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+
+    def launch(self, job_overrides: Any, initial_job_idx: int) -> List[JobReturn]:  # noqa: UP006
+        import submitit
+
+        from rlhf_exp.job import clear_job_dir
+
+        executor = submitit.AutoExecutor(cluster="slurm", folder=self.params["submitit_folder"])
+        base_keys = set(OmegaConf.structured(BaseQueueConf).keys())
+        common = {
+            (k if k in base_keys else f"slurm_{k}"): v
+            for k, v in self.params.items()
+            if k not in OWN_KEYS | {"submitit_folder", "max_num_timeout", "setup"}
+        }
+        setup = [*(self.params.get("setup") or []), "export RLHF_EXP_SLURM_TASKS=1"]
+        srun_args = ["--kill-on-bad-exit=1", *self.params.get("srun_args", [])]
+        submitted = []
+        for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
+            config = self._job_config(list(overrides), idx)
+            self._check(config)
+            gpus = int(config.gpus)
+            request = self.params["request_gpus"]
+            want_gpus = str(config.device) != "cpu" if request == "auto" else str(request).lower() == "true"
+            resources = job_resources(gpus, int(self.params["gpus_per_node_max"]), want_gpus)
+            job_dir = self._job_dir(config)
+            clear_job_dir(job_dir)
+            executor.update_parameters(
+                **common, **resources, slurm_setup=setup, slurm_srun_args=srun_args, name=f"rlhf_exp_{idx}"
+            )
+            job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))} -> SLURM job {job.job_id} {resources}")
+            submitted.append((job, list(overrides), config, job_dir))
+        return [self._collect(*entry) for entry in submitted]
+
+    def _collect(self, job: Any, overrides: List[str], config: DictConfig, job_dir: Path) -> JobReturn:  # noqa: UP006
+        """Rank 0's JobReturn; a failed SLURM job gets its failed result.json written here."""
+        try:
+            return job.results()[0]
+        except Exception as exc:  # the step died: a rank raised, or was killed
+            from rlhf_exp.job import record_dead_job
+
+            result = record_dead_job(job_dir, f"SLURM job {job.job_id} {job.state}: {str(exc).splitlines()[0][:300]}")
+            log.warning(f"SLURM job {job.job_id} failed at stage {result['failure']['stage'] if result else '?'}")
+            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+            ret.return_value = "failed"
+            return ret
