@@ -82,7 +82,7 @@ def build_engine(
 ) -> dict[str, Any]:
     """All four engines, each as a `.load` and an `.init` stage; returns them by role."""
     engines: dict[str, Any] = {}
-    for role in ROLES:
+    for role in settings.roles:
         ds_config = role_ds_config(settings, role, world_size)
         with recorder.stage(f"{role}.load") as info:
             model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)

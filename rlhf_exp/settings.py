@@ -135,6 +135,12 @@ class RunSettings(Strict):
     wandb: WandbSettings
     fault: FaultSettings = FaultSettings()
     verify_weights: bool = False
+    roles: list[Literal["actor", "ref", "critic", "reward"]] = Field(default=list(ROLES), min_length=1)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_in_engine_order(cls, v: list[str]) -> list[str]:
+        return [r for r in ROLES if r in v]  # DeepSpeed-Chat's build order, whatever the order given
 
     @model_validator(mode="after")
     def _zero3_init_needs_stage3(self) -> RunSettings:

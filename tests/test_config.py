@@ -90,6 +90,7 @@ def test_user_ds_config_fills_auto_batch_keys(ds_json: Path) -> None:
         (["zero=custom"], "zero.config_file: missing value"),
         (["loader.name=bogus"], "loader: Value error, unknown loader 'bogus'; valid: naive, staggered"),
         (["lora.r=0"], "lora.r: Input should be greater than 0"),
+        (["roles=[policy]"], "roles.0: Input should be 'actor', 'ref', 'critic' or 'reward'"),
         (["loader=zero3_init", "zero=stage2"], "loader: zero3_init needs ZeRO-3 for every role, but zero.actor has stage 2"),
     ],
 )

@@ -54,9 +54,10 @@ def test_loaders_at_four_ranks_without_lora(tmp_path: Path, ckpt_cache: Path) ->
 
 @pytest.fixture(scope="module")
 def medium_runs(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> dict[tuple[str, int], dict]:
-    """A ~200 MB bf16 checkpoint (engine dtype too, so memory-mapped weights need no copy): 4 loaders at 2 ranks, naive at 1."""
+    """A ~200 MB bf16 checkpoint (engine dtype too, so memory-mapped weights need no copy): 4 loaders at 2 ranks,
+    naive at 1. Only the actor is built: its load is what these tests read."""
     base = tmp_path_factory.mktemp("medium")
-    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2")
+    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2", "roles=[actor]")
     runs = {}
     for name, overrides in {
         "two": ("loader=naive,staggered,low_mem,rank0_broadcast", "gpus=2"),

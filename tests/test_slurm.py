@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -23,16 +24,18 @@ LAUNCH = (
 )
 
 
-def slurm_jobs(submitit_folder: Path) -> dict[str, dict[str, str]]:
+def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[str, str]]:
+    """sacct's record of the sweep's jobs, once each has left RUNNING/COMPLETING (rank 0 returns a bit earlier)."""
     ids = sorted({p.name.split("_")[0] for p in submitit_folder.glob("*_submitted.pkl")})
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State,AllocTRES", "-j", ",".join(ids)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    rows = [line.split("|") for line in out.splitlines() if line]
-    return {name: {"id": jid, "state": state, "tres": tres} for jid, name, state, tres in rows}
+    cmd = ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State,AllocTRES", "-j", ",".join(ids)]
+    deadline = time.time() + settle_s
+    while True:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        rows = [line.split("|") for line in out.splitlines() if line]
+        settled = all(state not in ("RUNNING", "COMPLETING", "PENDING") for _, _, state, _ in rows)
+        if settled or time.time() > deadline:
+            return {name: {"id": jid, "state": state, "tres": tres} for jid, name, state, tres in rows}
+        time.sleep(1)
 
 
 @pytest.mark.slow

@@ -104,9 +104,8 @@ class RlhfSlurmLauncher(SlurmLauncher):
             resources = job_resources(gpus, int(self.params["gpus_per_node_max"]), want_gpus)
             job_dir = self._job_dir(config)
             clear_job_dir(job_dir)
-            executor.update_parameters(
-                **common, **resources, slurm_setup=setup, slurm_srun_args=srun_args, name=f"rlhf_exp_{idx}"
-            )
+            params = {**common, **resources, "slurm_setup": setup, "slurm_srun_args": srun_args, "name": f"rlhf_exp_{idx}"}
+            executor.update_parameters(**params)
             job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))} -> SLURM job {job.job_id} {resources}")
             submitted.append((job, list(overrides), config, job_dir))
