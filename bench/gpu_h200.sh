@@ -14,11 +14,11 @@ MODEL=${MODEL:-llama-1.3b}
 case "${1:-one}" in
   one)
     python3 bench/loader_sweep.py --gpus 1 --model "$MODEL" --zero stage2 --device cuda \
-      --loaders naive,staggered,low_mem,rank0_broadcast,direct --name h200-1gpu-zero2 lora=r128
+      --loaders naive,staggered,low_mem,rank0_broadcast,direct --name h200-1gpu-zero2 lora=r128 "${@:2}"
     python3 bench/loader_sweep.py --gpus 1 --model "$MODEL" --zero stage3 --device cuda \
       --loaders zero3_init --name h200-1gpu-zero3 lora=r128 ;;
   shared)
     python3 bench/loader_sweep.py --gpus 8 --model "$MODEL" --zero stage2 --device cuda --share-gpus \
-      --loaders "${LOADERS:-naive,staggered,low_mem,rank0_broadcast,direct}" --name h200-8rank-shared lora=r128 ;;
+      --loaders "${LOADERS:-naive,staggered,low_mem,rank0_broadcast,direct}" --name h200-8rank-shared lora=r128 "${@:2}" ;;
 esac
 [ -n "${OUT:-}" ] && tar czf "$OUT/gpu_results.tar.gz" bench/results bench/RESULTS.md

@@ -58,6 +58,8 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     launcher = next((f for f in outcome.failures if f.rank == rank), cause)
     if error:
         reason = error["error"]
+    elif outcome.stopped_by:
+        reason = f"job stopped by {outcome.stopped_by}"
     elif launcher and launcher.signal:
         reason = f"killed by {launcher.signal}"
     else:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -34,6 +35,7 @@ class LaunchOutcome:
     ok: bool
     failures: list[RankFailure] = field(default_factory=list)
     log_dir: Path | None = None
+    stopped_by: str | None = None  # a signal that stopped the whole job (e.g. SIGTERM from a scheduler)
 
 
 def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = "samples.jsonl") -> subprocess.Popen:
@@ -110,4 +112,6 @@ def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutco
         elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank_main", str(job_dir))
     except ChildFailedError as err:
         return LaunchOutcome(ok=False, failures=_failures(err), log_dir=log_dir)
+    except SignalException as err:  # the job process itself was signalled: the agent has stopped the ranks
+        return LaunchOutcome(ok=False, log_dir=log_dir, stopped_by=err.sigval.name)
     return LaunchOutcome(ok=True, log_dir=log_dir)

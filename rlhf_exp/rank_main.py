@@ -17,15 +17,23 @@ import deepspeed
 import torch
 
 from rlhf_exp.engine import build_engine
+from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
 from rlhf_exp.settings import RunSettings
 from rlhf_exp.stage_recorder import StageRecorder
 
 
 def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
-    """This rank's device and its GPU index (ranks share GPUs round-robin when there are fewer GPUs)."""
+    """This rank's device and its GPU index (ranks share GPUs round-robin when there are fewer GPUs).
+
+    DeepSpeed takes a rank's GPU from LOCAL_RANK, so when ranks share GPUs LOCAL_RANK is set to the
+    GPU index and the node-local rank moves to RLHF_EXP_LOCAL_RANK (what the loaders read).
+    """
     if kind != "cuda":
         return torch.device("cpu"), None
     index = local_rank % torch.cuda.device_count()
+    if index != local_rank:
+        os.environ[LOCAL_RANK_VAR] = str(local_rank)
+        os.environ["LOCAL_RANK"] = str(index)
     torch.cuda.set_device(index)
     return torch.device("cuda", index), index
 
@@ -34,10 +42,10 @@ def main(job_dir: Path) -> None:
     spec = json.loads((job_dir / "spec.json").read_text())
     settings = RunSettings.model_validate(spec["settings"])
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device, gpu_index = rank_device(spec["device"], int(os.environ["LOCAL_RANK"]))
+    device, gpu_index = rank_device(spec["device"], node_local_rank())
     torch.manual_seed(settings.seed)
     recorder = StageRecorder(job_dir / "events" / f"rank{rank}.jsonl", rank, device, gpu_index, settings.fault)
-    recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": int(os.environ["LOCAL_RANK"])})
+    recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": node_local_rank()})
     with recorder.stage("dist_init", sync=False):
         deepspeed.init_distributed(
             dist_backend=spec["backend"], timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False

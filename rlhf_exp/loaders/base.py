@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,3 +28,15 @@ class Loader(Protocol):
     """Builds a role's base model with the checkpoint's weights in it."""
 
     def __call__(self, request: LoadRequest) -> nn.Module: ...
+
+
+LOCAL_RANK_VAR = "RLHF_EXP_LOCAL_RANK"  # the node-local rank when LOCAL_RANK was repointed at a shared GPU
+
+
+def node_local_rank() -> int:
+    """This rank's index among the ranks of its node."""
+    return int(os.environ.get(LOCAL_RANK_VAR, os.environ.get("LOCAL_RANK", 0)))
+
+
+def node_world_size() -> int:
+    return int(os.environ.get("LOCAL_WORLD_SIZE", 1))

@@ -9,8 +9,6 @@ ranks; on CPU ranks the received copies are host memory too (the host is the dev
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 from accelerate import init_empty_weights
@@ -18,7 +16,7 @@ from accelerate.utils import set_module_tensor_to_device
 from torch import nn
 from transformers import AutoConfig
 
-from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.base import LoadRequest, node_local_rank, node_world_size
 from rlhf_exp.loaders.pretrained import load_low_mem, model_class
 
 _node_group: dist.ProcessGroup | None = None
@@ -27,7 +25,7 @@ _node_group: dist.ProcessGroup | None = None
 def node_group() -> tuple[dist.ProcessGroup | None, int]:
     """This node's process group (None = the default group on one node) and its first global rank."""
     global _node_group
-    local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+    local_rank, local_world = node_local_rank(), node_world_size()
     src = dist.get_rank() - local_rank
     if local_world == dist.get_world_size():
         return None, src
@@ -47,7 +45,7 @@ def _empty_model(request: LoadRequest) -> nn.Module:
 
 def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
     group, src = node_group()
-    if int(os.environ["LOCAL_RANK"]) == 0:
+    if node_local_rank() == 0:
         model = load_low_mem(request).to(request.device)
     else:
         model = _empty_model(request)

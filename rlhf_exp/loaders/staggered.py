@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import gc
 import math
-import os
 
 import torch.distributed as dist
 from torch import nn
 
-from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.base import LoadRequest, node_local_rank, node_world_size
 from rlhf_exp.loaders.naive import load_naive
 
 
 def load_staggered(request: LoadRequest) -> nn.Module:
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    local_rank, local_world = node_local_rank(), node_world_size()
     my_turn = local_rank // request.group_size
     model: nn.Module | None = None
     for turn in range(math.ceil(local_world / request.group_size)):
