@@ -1,6 +1,6 @@
 """Rebuild bench/RESULTS.md from every bench/results/<name>/*.json (the app's own result files).
 
-    python bench/summarize.py
+python bench/summarize.py
 """
 
 from __future__ import annotations
@@ -26,8 +26,16 @@ actor checkpoint's bytes.
 
 
 def stage_table(result: dict) -> str:
-    keys = ["stage", "duration_s", "node_peak_gib", "node_rise_gib", "rank_peak_rss_max_gib",
-            "gpu_cuda_peak_allocated_gib", "gpu_cuda_reserved_gib", "gpu_nvml_used_gib"]
+    keys = [
+        "stage",
+        "duration_s",
+        "node_peak_gib",
+        "node_rise_gib",
+        "rank_peak_rss_max_gib",
+        "gpu_cuda_peak_allocated_gib",
+        "gpu_cuda_reserved_gib",
+        "gpu_nvml_used_gib",
+    ]
     rows = [{k: row.get(k) for k in keys} for row in result["stages"]]
     for row in rows:
         row["duration_s"] = round(row["duration_s"], 2) if row["duration_s"] else None
@@ -42,8 +50,10 @@ def main() -> None:
             continue
         first = results[0]
         ckpt = first["checkpoint_gib"]
-        header = (f"## {folder.name}: gpus={first['gpus']}, device={first['device']}, backend={first['backend']}, "
-                  f"actor ckpt {ckpt['actor']} GiB, critic ckpt {ckpt['critic']} GiB, zero stages {first['zero_stages']}")
+        header = (
+            f"## {folder.name}: gpus={first['gpus']}, device={first['device']}, backend={first['backend']}, "
+            f"actor ckpt {ckpt['actor']} GiB, critic ckpt {ckpt['critic']} GiB, zero stages {first['zero_stages']}"
+        )
         parts.append(markdown([row_of(r) for r in results], header))
         naive = next((r for r in results if r["loader"] == "naive"), None)
         if naive and naive["device"] == "cuda":
