@@ -46,7 +46,11 @@ class NullTracker:
 
 def summary_of(result: dict[str, Any]) -> dict[str, Any]:
     """The W&B summary of a result: status, failure and mem/<stage>/<metric> keys."""
-    summary: dict[str, Any] = {"status": result["status"], "node_peak_gib": result.get("node_peak_gib")}
+    summary: dict[str, Any] = {
+        "status": result["status"],
+        "node_peak_gib": result.get("node_peak_gib"),
+        "load_time_s": sum(r["duration_s"] or 0 for r in result.get("stages", []) if r["stage"].endswith(".load")),
+    }
     if result.get("failure"):
         summary.update({f"failure/{k}": result["failure"][k] for k in ("stage", "rank", "reason", "signal")})
     for row in result.get("stages", []):

@@ -13,6 +13,7 @@ from test_end_to_end import assert_complete_result
 from rlhf_exp import report
 from rlhf_exp.tracking import wandb_run_dirs
 from rlhf_exp.wandb_offline import read_offline_run
+from rlhf_exp.wandb_report import build_report, report_metrics
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +64,15 @@ def test_html_report_has_one_plot_per_figure_with_a_series_per_loader(sweep: tup
     assert all(len(line.get_xdata()) == 2 for line in fig.axes[0].get_lines())  # gpus 1 and 2
     bars = report.stage_bars_figure(results)
     assert len(bars.axes[0].containers) == len(results[0]["stages"])  # one stacked series per stage
+
+
+def test_wandb_report_spec_plots_only_keys_the_runs_carry(sweep: tuple[Path, list[dict]]) -> None:
+    sweep_dir, results = sweep
+    report = build_report("rlhf_exp", None, sweep_dir.name)
+    (grid,) = [b for b in report.blocks if type(b).__name__ == "PanelGrid"]
+    assert len(grid.panels) == 4 and grid.runsets[0].query == sweep_dir.name
+    summary = read_offline_run(wandb_run_dirs(Path(results[0]["job_dir"]))[0])["summary"]
+    for keys in report_metrics().values():
+        for key in keys:
+            if "gpu_cuda" not in key:  # GPU keys exist on GPU runs only
+                assert key in summary, key
