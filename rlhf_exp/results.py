@@ -67,6 +67,7 @@ def _rank_row(begin: dict[str, Any], end: dict[str, Any] | None, samples: list[d
         "peak_rss_gib": gib(last["vmhwm"])
         if end
         else gib(_max([s["ranks"][rank]["rss"] for s in samples if rank in s.get("ranks", {})])),
+        "rss_begin_gib": gib(begin["rss"]),
         "pss_anon_end_gib": gib(last["pss_anon"]),
         "pss_anon_peak_gib": gib(_max([*sampled, last["pss_anon"]])),
         "uss_end_gib": gib(last["uss"]),

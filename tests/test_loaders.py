@@ -80,7 +80,9 @@ def test_naive_host_memory_grows_with_ranks(medium_runs: dict) -> None:
     assert ckpt > 0.15  # big enough to see above the ranks' own footprint
     # each rank builds fp32 (2x a 16-bit checkpoint) and reads a private copy: >= 2x checkpoint more per rank
     assert two["node_peak_gib"] - one["node_peak_gib"] >= 2 * ckpt
-    assert two["pss_anon_sum_peak_gib"] >= 1.7 * one["pss_anon_sum_peak_gib"]
+    # every rank pays what a lone rank pays (VmHWM: the kernel's exact per-process peak; the ranks'
+    # peaks need not coincide, so their instantaneous sum is not the test)
+    assert all(rank["peak_rss_gib"] >= 0.9 * one["per_rank"][0]["peak_rss_gib"] for rank in two["per_rank"])
     assert all(rank["pss_anon_peak_gib"] >= 3 * ckpt for rank in two["per_rank"])
 
 
@@ -91,8 +93,10 @@ def test_cpu_shows_reads_shared_copies_and_transient_peaks(medium_runs: dict) ->
     low_mem, bcast = actor_load(medium_runs["low_mem", 2]), actor_load(medium_runs["rank0_broadcast", 2])
     # naive: every rank reads the whole checkpoint into private memory
     assert all(r["read_gib"] >= 0.95 * ckpt for r in naive["per_rank"])
-    # staggered: one rank's transient at a time, so the node rises less than with every rank at once
-    assert staggered["node_rise_gib"] < 0.8 * naive["node_rise_gib"]
+    # staggered: never more than one rank's transient at a time (plus earlier ranks' converted copies).
+    # A lone rank's transient is the kernel's exact figure: VmHWM minus RSS at the stage's start.
+    transient = max(r["peak_rss_gib"] - r["rss_begin_gib"] for r in naive["per_rank"])
+    assert staggered["node_rise_gib"] <= transient + 1.5 * ckpt < 2 * transient
     # low_mem: weights stay in one shared, memory-mapped copy; no rank reads or copies them privately
     assert low_mem["node_rise_gib"] < 0.25 * ckpt
     assert all(
