@@ -40,7 +40,7 @@ def prepare_checkpoints(settings: RunSettings) -> dict[str, Path]:
 def clear_job_dir(job_dir: Path) -> None:
     """Remove a previous run's records from a reused job dir, so events and samples are this run's alone."""
     job_dir.mkdir(parents=True, exist_ok=True)
-    for name in ("events", "logs"):
+    for name in ("events", "logs", "weights"):
         shutil.rmtree(job_dir / name, ignore_errors=True)
     for name in ("samples.jsonl", "stop", "result.json", "spec.json"):
         (job_dir / name).unlink(missing_ok=True)
