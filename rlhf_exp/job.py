@@ -18,7 +18,7 @@ from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
 from rlhf_exp.results import GIB, failed_stage, first_error, first_silent_rank, read_events, read_samples, summarize
-from rlhf_exp.settings import RunSettings, to_plain, validate
+from rlhf_exp.settings import ROLES, RunSettings, to_plain, validate
 from rlhf_exp.table import print_result
 from rlhf_exp.tracking import Tracker
 
@@ -171,7 +171,7 @@ def assemble_result(
         "status": "completed" if outcome.ok else "failed",
         **job_meta(spec, job_dir),
         "backend": spec["backend"],
-        "zero_stages": {r: settings["zero"][r]["stage"] for r in ("actor", "ref", "critic", "reward")},
+        "zero_stages": {r: settings["zero"][r]["stage"] for r in ROLES},
         "dtype": settings["dtype"],
         "checkpoints": spec["checkpoints"],
         "checkpoint_gib": {k: round(checkpoint_bytes(Path(v)) / GIB, 4) for k, v in spec["checkpoints"].items()},

@@ -21,8 +21,6 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-ROLES = ("actor", "ref", "critic", "reward")
-
 
 def load_results(sweep_dir: Path) -> list[dict[str, Any]]:
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("**/result.json"))]
