@@ -22,6 +22,7 @@ from rlhf_exp.lora import apply_lora, count_parameters
 from rlhf_exp.modeling import RewardModel, load_value_head
 from rlhf_exp.settings import ROLES, TRAIN_ROLES, RunSettings
 from rlhf_exp.stage_recorder import StageRecorder
+from rlhf_exp.stages import role_stage
 from rlhf_exp.zero_config import engine_dtype_name, role_ds_config, zero_stage
 
 ROLE_KIND: dict[str, CheckpointKind] = {"actor": "causal_lm", "ref": "causal_lm", "critic": "value", "reward": "value"}
@@ -84,20 +85,25 @@ def build_engine(
     engines: dict[str, Any] = {}
     for role in settings.roles:
         ds_config = role_ds_config(settings, role, world_size)
-        with recorder.stage(f"{role}.load") as info:
+        with recorder.stage(role_stage(role, "load")) as info:
             model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)
             info["trainable_params"], info["params"] = count_parameters(model)
-        with recorder.stage(f"{role}.init") as info:
+        with recorder.stage(role_stage(role, "init")) as info:
             engines[role] = initialize_role(settings, role, model, ds_config)
             info["zero_stage"] = zero_stage(ds_config)
             del model
         if settings.verify_weights:
-            digests = weight_digests(engines[role].module)
-            if recorder.rank == 0:
-                out = recorder.job_dir / "weights" / f"{role}.json"
-                out.parent.mkdir(exist_ok=True)
-                out.write_text(json.dumps(digests, indent=0, sort_keys=True))
+            record_weight_digests(engines[role], recorder, role)
     return engines
+
+
+def record_weight_digests(engine: Any, recorder: StageRecorder, name: str) -> None:
+    """weights/<name>.json: every engine weight's digest (all ranks gather; rank 0 writes)."""
+    digests = weight_digests(engine.module)
+    if recorder.rank == 0:
+        out = recorder.job_dir / "weights" / f"{name}.json"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(digests, indent=0, sort_keys=True))
 
 
 def weight_digests(module: nn.Module) -> dict[str, str]:

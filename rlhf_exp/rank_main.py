@@ -16,8 +16,9 @@ from pathlib import Path
 import deepspeed
 import torch
 
-from rlhf_exp.engine import build_engine
+from rlhf_exp.engine import build_engine, record_weight_digests
 from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
+from rlhf_exp.ppo import run_ppo
 from rlhf_exp.settings import RunSettings
 from rlhf_exp.stage_recorder import StageRecorder
 
@@ -51,7 +52,12 @@ def main(job_dir: Path) -> None:
             dist_backend=spec["backend"], timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False
         )
     checkpoints = {role: Path(p) for role, p in spec["checkpoints"].items()}
-    build_engine(settings, checkpoints, device, world_size, recorder)
+    engines = build_engine(settings, checkpoints, device, world_size, recorder)
+    if settings.ppo.steps:
+        run_ppo(engines, settings.ppo, settings.train.micro_batch_size, settings.seed, recorder)
+        if settings.verify_weights:
+            for role, engine in engines.items():
+                record_weight_digests(engine, recorder, f"{role}.after_ppo")
     recorder.write({"event": "done"})
     recorder.close()
     torch.distributed.barrier()  # every rank has written `done` before anyone reads the records

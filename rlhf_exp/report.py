@@ -21,6 +21,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rlhf_exp.stages import is_load_stage  # noqa: E402
+
 
 def load_results(sweep_dir: Path) -> list[dict[str, Any]]:
     results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("**/result.json"))]
@@ -64,7 +66,7 @@ def node_peak_figure(results: list[dict[str, Any]]) -> plt.Figure:
 
 
 def load_time(result: dict[str, Any]) -> float:
-    return sum(s["duration_s"] or 0 for s in result["stages"] if s["stage"].endswith(".load"))
+    return sum(s["duration_s"] or 0 for s in result["stages"] if is_load_stage(s["stage"]))
 
 
 def load_time_figure(results: list[dict[str, Any]]) -> plt.Figure:

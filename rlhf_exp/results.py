@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 GIB = 1024**3
-STAGE_FACTS = ("params", "trainable_params", "zero_stage")  # what a stage reports about itself
+# what a stage reports about itself (rank 0's figures)
+STAGE_FACTS = ("params", "trainable_params", "zero_stage", "tokens", "actor_loss", "critic_loss", "reward_mean", "kl")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -99,6 +99,20 @@ class TrainSettings(Strict):
     weight_decay: float = Field(ge=0)
 
 
+class PpoSettings(Strict):
+    """PPO steps after the engine is built, with DeepSpeed-Chat's defaults (ppo_trainer.py)."""
+
+    steps: int = Field(default=1, ge=0, le=1000)
+    prompt_len: int = Field(default=16, gt=0)
+    answer_len: int = Field(default=16, gt=0)
+    kl_ctl: float = Field(default=0.1, ge=0)
+    clip_reward_value: float = Field(default=5.0, gt=0)
+    cliprange: float = Field(default=0.2, gt=0)
+    cliprange_value: float = Field(default=0.2, gt=0)
+    gamma: float = Field(default=1.0, ge=0, le=1)
+    lam: float = Field(default=0.95, ge=0, le=1)
+
+
 class WatcherSettings(Strict):
     interval_s: float = Field(gt=0, le=10)
 
@@ -129,6 +143,7 @@ class RunSettings(Strict):
     share_gpus: bool = False
     seed: int
     train: TrainSettings
+    ppo: PpoSettings = PpoSettings()
     watcher: WatcherSettings
     dist_timeout_s: float = Field(gt=0)
     job_timeout_s: float = Field(gt=0)
@@ -141,6 +156,15 @@ class RunSettings(Strict):
     @classmethod
     def _roles_in_engine_order(cls, v: list[str]) -> list[str]:
         return [r for r in ROLES if r in v]  # DeepSpeed-Chat's build order, whatever the order given
+
+    @model_validator(mode="after")
+    def _ppo_needs_all_roles(self) -> RunSettings:
+        if self.ppo.steps and list(self.roles) != list(ROLES):
+            raise ValueError(
+                f"ppo.steps: a PPO step needs all four roles, but roles is {list(self.roles)}; "
+                "valid: ppo.steps=0, or roles=[actor,ref,critic,reward]"
+            )
+        return self
 
     @model_validator(mode="after")
     def _zero3_init_needs_stage3(self) -> RunSettings:

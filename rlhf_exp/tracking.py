@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlhf_exp.results import GIB
+from rlhf_exp.stages import is_load_stage
 
 # per-stage figures copied into the W&B summary as mem/<stage>/<key>
 SUMMARY_KEYS = (
@@ -49,7 +50,7 @@ def summary_of(result: dict[str, Any]) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "status": result["status"],
         "node_peak_gib": result.get("node_peak_gib"),
-        "load_time_s": sum(r["duration_s"] or 0 for r in result.get("stages", []) if r["stage"].endswith(".load")),
+        "load_time_s": sum(r["duration_s"] or 0 for r in result.get("stages", []) if is_load_stage(r["stage"])),
     }
     if result.get("failure"):
         summary.update({f"failure/{k}": result["failure"][k] for k in ("stage", "rank", "reason", "signal")})

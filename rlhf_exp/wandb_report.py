@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from rlhf_exp.settings import ROLES
+from rlhf_exp.stages import job_stages
 
-STAGES = ["dist_init"] + [f"{role}.{phase}" for role in ROLES for phase in ("load", "init")]
+STAGES = job_stages(ppo_steps=1)  # the default job's stages
 
 
 def report_metrics() -> dict[str, list[str]]:

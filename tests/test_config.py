@@ -92,6 +92,7 @@ def test_user_ds_config_fills_auto_batch_keys(ds_json: Path) -> None:
         (["lora.r=0"], "lora.r: Input should be greater than 0"),
         (["roles=[policy]"], "roles.0: Input should be 'actor', 'ref', 'critic' or 'reward'"),
         (["loader=zero3_init", "zero=stage2"], "loader: zero3_init needs ZeRO-3 for every role, but zero.actor has stage 2"),
+        (["roles=[actor]"], "ppo.steps: a PPO step needs all four roles, but roles is ['actor']"),
     ],
 )
 def test_bad_values_give_one_line_naming_the_key(overrides: list[str], expected: str) -> None:

@@ -6,8 +6,9 @@ import psutil
 import pytest
 from conftest import RunApp
 
-ROLES = ("actor", "ref", "critic", "reward")
-STAGES = ["dist_init"] + [f"{r}.{p}" for r in ROLES for p in ("load", "init")]
+from rlhf_exp.stages import job_stages
+
+STAGES = job_stages(ppo_steps=1)  # the default job
 
 
 def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:

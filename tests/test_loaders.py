@@ -23,7 +23,8 @@ def assert_same_weights_as_naive(results: list[dict]) -> None:
     for r in results:
         assert r["status"] == "completed", (r["loader"], r["failure"])
     reference = weight_digests(by_loader["naive"]) if "naive" in by_loader else weight_digests(results[0])
-    assert set(reference) == {"actor", "ref", "critic", "reward"}
+    # each engine after deepspeed.initialize, and again after the PPO step
+    assert set(reference) == {f"{role}{when}" for role in ("actor", "ref", "critic", "reward") for when in ("", ".after_ppo")}
     for r in results:
         digests = weight_digests(r)
         for role, expected in reference.items():
@@ -57,7 +58,7 @@ def medium_runs(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> d
     """A ~200 MB bf16 checkpoint (engine dtype too, so memory-mapped weights need no copy): 4 loaders at 2 ranks,
     naive at 1. Only the actor is built: its load is what these tests read."""
     base = tmp_path_factory.mktemp("medium")
-    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2", "roles=[actor]")
+    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2", "roles=[actor]", "ppo.steps=0")
     runs = {}
     for name, overrides in {
         "two": ("loader=naive,staggered,low_mem,rank0_broadcast", "gpus=2"),
