@@ -10,15 +10,25 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from rlhf_exp.cli_checks import CONF_DIR, check_group_choices
-from rlhf_exp.job import run_job
-from rlhf_exp.settings import ConfigError
-from rlhf_exp.slurm_task import ranks_are_slurm_tasks, run_as_slurm_task
+from rlhf_exp.cli_checks import CONF_DIR, check_group_choices, check_output_dir
+from rlhf_exp.settings import ConfigError, validate
 from rlhf_exp.tracking import make_tracker
+
+
+def fail_config(err: ConfigError) -> None:
+    print(f"error: {err}", file=sys.stderr)
+    sys.exit(2)
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
 def hydra_app(cfg: DictConfig) -> str:
+    try:
+        validate(cfg)  # the schema first: a typo costs no torch import
+    except ConfigError as err:
+        fail_config(err)
+    from rlhf_exp.job import run_job  # torch and friends: seconds to import
+    from rlhf_exp.slurm_task import ranks_are_slurm_tasks, run_as_slurm_task
+
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     labels = {
@@ -34,15 +44,14 @@ def hydra_app(cfg: DictConfig) -> str:
     try:
         result = run_job(cfg, job_dir, tracker, labels)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+        fail_config(err)
     if result["status"] != "completed" and hydra_cfg.mode == RunMode.RUN:
         sys.exit(1)  # in a sweep a failed job is recorded and the sweep goes on
     return result["status"]
 
 
 def main() -> None:
-    bad = check_group_choices(sys.argv[1:])
+    bad = check_group_choices(sys.argv[1:]) or check_output_dir(sys.argv[1:])
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         sys.exit(2)

@@ -34,10 +34,11 @@ def checkpoint_bytes(path: Path) -> int:
 
 
 def weight_files(path: Path) -> list[Path]:
-    """The model's safetensors files in shard order (value head excluded)."""
+    """The model's weight files in shard order (value head excluded): safetensors, else pickled pytorch_model*.bin."""
     files = sorted(f for f in path.glob("*.safetensors") if f.name != VALUE_HEAD_FILE)
+    files = files or sorted(path.glob("pytorch_model*.bin"))
     if not files:
-        raise FileNotFoundError(f"no *.safetensors weights in {path}")
+        raise FileNotFoundError(f"no weights (*.safetensors or pytorch_model*.bin) in {path}")
     return files
 
 

@@ -6,6 +6,7 @@ naming the group and its valid choices (sweeps such as loader=naive,foo included
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -34,4 +35,24 @@ def check_group_choices(argv: list[str]) -> str | None:
         for value in values:
             if value not in valid:
                 return f"{group}={value}: unknown {group}; valid: {', '.join(valid)}"
+    return None
+
+
+def check_output_dir(argv: list[str]) -> str | None:
+    """Whether the run or sweep directory can be created, as a one-line message naming the key, or None.
+
+    Hydra creates it before any of our code runs and reports a failure as a traceback. Only the
+    literal part before any `${...}` interpolation is created here (Hydra makes the rest).
+    """
+    multirun = any(a in ("-m", "--multirun") for a in argv)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = next((a.split("=", 1)[1] for a in argv if a.startswith(f"{key}=")), "outputs/")
+    literal = Path(given.split("${", 1)[0] or ".")
+    try:
+        literal.mkdir(parents=True, exist_ok=True)
+        probe = literal / f".rlhf_exp_write_probe_{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return f"{key}: cannot write {literal}: {err.strerror or err}; valid: a directory you can write"
     return None

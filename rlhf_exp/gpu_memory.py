@@ -1,18 +1,28 @@
-"""GPU memory from the framework (torch.cuda) and the driver (NVML); empty dicts where no GPU exists."""
+"""GPU memory from the framework (torch.cuda) and the driver (NVML); empty dicts where no GPU exists.
+
+torch is imported where used: the watcher process needs NVML only, and stays small and quick to start.
+"""
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 GIB = 1024**3
 
 
 def cuda_active(device: torch.device) -> bool:
+    import torch
+
     return device.type == "cuda" and torch.cuda.is_available()
 
 
 def reset_cuda_peak(device: torch.device) -> None:
     if cuda_active(device):
+        import torch
+
         torch.cuda.reset_peak_memory_stats(device)
 
 
@@ -20,6 +30,8 @@ def cuda_stats(device: torch.device) -> dict[str, int]:
     """Allocated/reserved now and allocated peak since the last reset, in bytes."""
     if not cuda_active(device):
         return {}
+    import torch
+
     torch.cuda.synchronize(device)
     return {
         "cuda_allocated": torch.cuda.memory_allocated(device),

@@ -14,13 +14,26 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlhf_exp import kernel_memory
+from rlhf_exp.checkpoint_checks import check_checkpoint
 from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
+from rlhf_exp.job_guard import STOP_REASON_FILE, JobGuard
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
-from rlhf_exp.results import GIB, failed_stage, first_error, first_silent_rank, read_events, read_samples, summarize
+from rlhf_exp.results import (
+    GIB,
+    failed_stage,
+    first_error,
+    first_silent_rank,
+    read_events,
+    read_samples,
+    stuck_rank,
+    summarize,
+)
 from rlhf_exp.settings import ROLES, RunSettings, to_plain, validate
+from rlhf_exp.stage_recorder import WATCHER_PID_FILE
 from rlhf_exp.table import print_result
 from rlhf_exp.tracking import Tracker
+from rlhf_exp.watcher import WATCHER_ERROR_FILE
 
 CPU_NOTE = (
     "device=cpu: the host is the device. Weights a GPU run would move off the host stay in host "
@@ -42,10 +55,14 @@ def clear_job_dir(job_dir: Path) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     for name in ("events", "logs", "weights"):
         shutil.rmtree(job_dir / name, ignore_errors=True)
-    for name in ("samples.jsonl", "stop", "result.json", "spec.json"):
+    for name in ("samples.jsonl", "stop", "result.json", "spec.json", STOP_REASON_FILE, WATCHER_PID_FILE, WATCHER_ERROR_FILE):
         (job_dir / name).unlink(missing_ok=True)
     for extra in job_dir.glob("samples.node*.jsonl"):
         extra.unlink()
+
+
+def _first_not_none(*values: int | None) -> int | None:
+    return next((v for v in values if v is not None), None)
 
 
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
@@ -54,12 +71,36 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
         return None
     error = first_error(events)
     cause = root_cause(outcome.failures)
-    rank = error["rank"] if error else (cause.rank if cause else first_silent_rank(events))
+    stuck = stuck_rank(events)
+    if error and error.get("timeout") and stuck is not None and stuck != error["rank"]:
+        # the first error is a peer that gave up waiting in a collective: blame the rank it waited for
+        stage = failed_stage(events, stuck)
+        reason = f"rank {stuck} hung in {stage}; rank {error['rank']} timed out waiting for it: {error['error'][:300]}"
+        return {
+            "rank": stuck,
+            "stage": stage,
+            "reason": reason,
+            "exitcode": None,
+            "signal": None,
+            "hung": True,
+            "ranks_failed": [f.__dict__ for f in outcome.failures],
+        }
+    if outcome.stop_process:  # not a rank's fault: name the process and the stage the ranks were in
+        return {
+            "rank": None,
+            "process": outcome.stop_process,
+            "stage": failed_stage(events, None) or "launch",  # "launch": before any rank began a stage
+            "reason": f"job stopped: {outcome.stopped_by}",
+            "exitcode": None,
+            "signal": outcome.stop_signal,
+            "ranks_failed": [f.__dict__ for f in outcome.failures],
+        }
+    rank = error["rank"] if error else (cause.rank if cause else _first_not_none(stuck, first_silent_rank(events)))
     launcher = next((f for f in outcome.failures if f.rank == rank), cause)
     if error:
         reason = error["error"]
     elif outcome.stopped_by:
-        reason = f"job stopped by {outcome.stopped_by}"
+        reason = f"job stopped: {outcome.stopped_by}" if " " in outcome.stopped_by else f"job stopped by {outcome.stopped_by}"
     elif launcher and launcher.signal:
         reason = f"killed by {launcher.signal}"
     else:
@@ -80,6 +121,9 @@ def prepare_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     device, backend = resolve_device(settings)
     clear_job_dir(job_dir)
     checkpoints = prepare_checkpoints(settings)
+    for role, kind in (("actor", "causal_lm"), ("critic", "value")):
+        source = "path" if getattr(settings.model, role).path else "preset"
+        check_checkpoint(f"model.{role}.{source}", checkpoints[role], kind)
     spec = {
         "settings": settings.model_dump(),
         "device": device,
@@ -98,8 +142,28 @@ def job_meta(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     return {"loader": settings["loader"]["name"], "gpus": settings["gpus"], "device": spec["device"], "job_dir": str(job_dir)}
 
 
+def completed_result(job_dir: Path, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The job dir's result.json when it is complete and of this very config (`resume`), else None."""
+    path = job_dir / "result.json"
+    if not path.exists():
+        return None
+    try:
+        previous = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return None
+    same = {k: v for k, v in previous.get("config", {}).items() if k != "resume"} == {
+        k: v for k, v in config.items() if k != "resume"
+    }
+    return previous if previous.get("status") == "completed" and same else None
+
+
 def run_job(cfg: DictConfig, job_dir: Path, tracker: Tracker, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """One local job. `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker."""
+    settings = validate(cfg)
+    previous = completed_result(job_dir, to_plain(cfg)) if settings.resume else None
+    if previous:
+        print(f"skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
+        return previous
     spec = prepare_job(cfg, job_dir)
     tracker.start(
         spec["config"],
@@ -129,13 +193,16 @@ def measure(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     watcher = start_watcher(job_dir, settings.watcher.interval_s, settings.gpus)
     try:
         threads = max(1, (os.cpu_count() or 1) // settings.gpus)  # ranks share the cores
-        outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": str(threads)})
+        with JobGuard(job_dir, watcher, settings.job_timeout_s) as guard:
+            outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": str(threads)})
     finally:
         stop_watcher(watcher, job_dir)
     extra = {
         "cgroup": cgroup.describe(),
         "cgroup_hwm_gib": round(cgroup.peak_bytes() / GIB, 4) if cgroup_reset and cgroup.peak_bytes() else None,
     }
+    if guard.reason and outcome.stopped_by:  # the guard stopped it: say why, not just "SIGTERM"
+        outcome.stopped_by, outcome.stop_process, outcome.stop_signal = guard.reason, guard.process, guard.signal
     return assemble_result(job_dir, outcome, time.time() - started, extra)
 
 

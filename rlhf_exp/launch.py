@@ -8,6 +8,7 @@ hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +20,8 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from rlhf_exp.stage_recorder import WATCHER_PID_FILE
 
 
 @dataclass
@@ -35,7 +38,9 @@ class LaunchOutcome:
     ok: bool
     failures: list[RankFailure] = field(default_factory=list)
     log_dir: Path | None = None
-    stopped_by: str | None = None  # a signal that stopped the whole job (e.g. SIGTERM from a scheduler)
+    stopped_by: str | None = None  # what stopped the whole job: a signal (SIGTERM from a scheduler) or the guard's reason
+    stop_process: str | None = None  # not a rank but this process died and stopped the job (the watcher)
+    stop_signal: str | None = None
 
 
 def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = "samples.jsonl") -> subprocess.Popen:
@@ -56,6 +61,7 @@ def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = 
             str(ranks),
         ],
     )
+    (job_dir / WATCHER_PID_FILE).write_text(str(proc.pid))
     samples = job_dir / out_name
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
@@ -66,6 +72,8 @@ def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = 
 
 
 def stop_watcher(proc: subprocess.Popen, job_dir: Path) -> None:
+    if proc.poll() is not None:
+        return
     (job_dir / "stop").touch()
     try:
         proc.wait(timeout=10)
@@ -91,6 +99,10 @@ def _failures(err: ChildFailedError) -> list[RankFailure]:
     return out
 
 
+def _raise_signal_exception(signum: int, frame: object) -> None:
+    raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
+
+
 def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutcome:
     """Run `nprocs` ranks on this host to completion; failures carry rank, exit code and signal."""
     log_dir = job_dir / "logs"
@@ -108,10 +120,14 @@ def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutco
         local_addr="127.0.0.1",
     )
     os.environ.update(env)  # inherited by the ranks
+    # a SIGTERM before the agent installs its own handler (during rendezvous) must not kill the job unrecorded
+    previous = signal.signal(signal.SIGTERM, _raise_signal_exception)
     try:
         elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank_main", str(job_dir))
     except ChildFailedError as err:
         return LaunchOutcome(ok=False, failures=_failures(err), log_dir=log_dir)
     except SignalException as err:  # the job process itself was signalled: the agent has stopped the ranks
         return LaunchOutcome(ok=False, log_dir=log_dir, stopped_by=err.sigval.name)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return LaunchOutcome(ok=True, log_dir=log_dir)

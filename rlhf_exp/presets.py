@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from transformers import LlamaConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import LlamaConfig
 
 # hidden, intermediate, layers, heads, vocab: the published shapes where the name says llama-*.
 PRESETS: dict[str, dict[str, int]] = {
@@ -19,6 +22,8 @@ def preset_config(name: str) -> LlamaConfig:
     """The LlamaConfig of a preset; raises KeyError naming the valid presets."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; valid: {', '.join(PRESETS)}")
+    from transformers import LlamaConfig  # heavy: imported only where a checkpoint is made
+
     shape = PRESETS[name]
     return LlamaConfig(
         **shape,

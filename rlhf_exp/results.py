@@ -168,6 +168,12 @@ def first_error(events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | Non
     return min(errors, key=lambda ev: ev["t"]) if errors else None
 
 
+def stuck_rank(events: dict[int, list[dict[str, Any]]]) -> int | None:
+    """A rank still inside a stage (last record a `begin`) while some peer is not: the one the others waited for."""
+    inside = [r for r, evs in events.items() if evs and evs[-1].get("event") == "begin"]
+    return min(inside) if inside and len(inside) < len(events) else None
+
+
 def first_silent_rank(events: dict[int, list[dict[str, Any]]]) -> int | None:
     """Without exit records (ranks killed from outside): the rank whose records stopped first died first.
 

@@ -18,6 +18,8 @@ from rlhf_exp.presets import PRESETS
 
 ROLES = ("actor", "ref", "critic", "reward")
 TRAIN_ROLES = ("actor", "critic")
+# loading strategies, in rlhf_exp/loaders (named here so validation needs no torch import)
+LOADER_NAMES = ("naive", "staggered", "low_mem", "rank0_broadcast", "zero3_init", "direct")
 
 
 class ConfigError(ValueError):
@@ -128,7 +130,7 @@ class FaultSettings(Strict):
 
     stage: str | None = None
     rank: int = Field(default=0, ge=0)
-    mode: Literal["raise", "kill"] = "raise"
+    mode: Literal["raise", "kill", "hang", "kill_watcher"] = "raise"
 
 
 class RunSettings(Strict):
@@ -150,6 +152,7 @@ class RunSettings(Strict):
     wandb: WandbSettings
     fault: FaultSettings = FaultSettings()
     verify_weights: bool = False
+    resume: bool = True
     roles: list[Literal["actor", "ref", "critic", "reward"]] = Field(default=list(ROLES), min_length=1)
 
     @field_validator("roles")
@@ -182,10 +185,8 @@ class RunSettings(Strict):
     @field_validator("loader")
     @classmethod
     def _known_loader(cls, v: LoaderSettings) -> LoaderSettings:
-        from rlhf_exp.loaders import LOADERS
-
-        if v.name not in LOADERS:
-            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADERS)}")
+        if v.name not in LOADER_NAMES:
+            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADER_NAMES)}")
         return v
 
 

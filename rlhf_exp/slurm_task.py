@@ -17,7 +17,6 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from rlhf_exp import rank_main
 from rlhf_exp.job import assemble_result, finish_crashed, job_meta, prepare_job
 from rlhf_exp.launch import LaunchOutcome, start_watcher, stop_watcher
 from rlhf_exp.results import read_samples
@@ -56,6 +55,8 @@ def run_as_slurm_task(cfg: DictConfig, job_dir: Path, tracker: Tracker, labels: 
         watcher = start_watcher(job_dir, float(cfg.watcher.interval_s), env.local_world_size, name)
     started = time.time()
     try:
+        from rlhf_exp import rank_main  # deepspeed: imported only where a rank runs
+
         rank_main.main(job_dir)
     except BaseException as exc:
         if env.rank == 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 import traceback
@@ -22,6 +23,9 @@ import torch.distributed as dist
 
 from rlhf_exp import gpu_memory, kernel_memory
 from rlhf_exp.settings import FaultSettings
+
+WATCHER_PID_FILE = "watcher.pid"
+TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
 
 
 class StageRecorder:
@@ -58,11 +62,33 @@ class StageRecorder:
             mem["nvml_used"] = self.nvml.used_bytes(self.nvml_index)
         return mem
 
+    def _write_error(self, stage: str, exc: BaseException, **facts: Any) -> None:
+        message = f"{type(exc).__name__}: {exc}"
+        self.write(
+            {
+                "stage": stage,
+                "event": "error",
+                "error": message[:2000],
+                # a collective that timed out names the rank that waited, not the one that hung
+                "timeout": bool(TIMEOUT_RE.search(message)),
+                **facts,
+                "traceback": traceback.format_exc()[-8000:],
+                **self.memory(),
+            }
+        )
+
     @contextmanager
     def stage(self, name: str, sync: bool = True) -> Iterator[dict[str, Any]]:
-        """Measure one stage; the yielded dict collects extra facts to store with its end event."""
+        """Measure one stage; the yielded dict collects extra facts to store with its end event.
+
+        The opening barrier is recorded too: a rank that times out there waited for a rank that hung.
+        """
         if sync and dist.is_initialized():
-            dist.barrier()
+            try:
+                dist.barrier()
+            except BaseException as exc:
+                self._write_error(name, exc, waiting=True)
+                raise
         kernel_memory.reset_peak_rss()
         gpu_memory.reset_cuda_peak(self.device)
         extra: dict[str, Any] = {}
@@ -72,15 +98,7 @@ class StageRecorder:
             self._inject_fault(name)
             yield extra
         except BaseException as exc:
-            self.write(
-                {
-                    "stage": name,
-                    "event": "error",
-                    "error": f"{type(exc).__name__}: {exc}"[:2000],
-                    "traceback": traceback.format_exc()[-8000:],
-                    **self.memory(),
-                }
-            )
+            self._write_error(name, exc)
             raise
         self.write({"stage": name, "event": "end", "duration_s": time.perf_counter() - start, **extra, **self.memory()})
 
@@ -90,6 +108,12 @@ class StageRecorder:
             return
         if f.mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
+        if f.mode == "hang":  # as a rank stuck in I/O or a deadlock: only a timeout or a signal ends it
+            while True:
+                time.sleep(3600)
+        if f.mode == "kill_watcher":  # as the OOM killer might pick the watcher
+            os.kill(int((self.job_dir / WATCHER_PID_FILE).read_text()), signal.SIGKILL)
+            return
         raise RuntimeError(f"injected fault in {stage} on rank {self.rank}")
 
     def close(self) -> None:

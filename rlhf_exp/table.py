@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 COLUMNS: list[tuple[str, str]] = [
@@ -52,5 +53,6 @@ def print_result(result: dict[str, Any], console: Console | None = None) -> None
     console.print(stage_table(result))
     if result.get("status") != "completed":
         f = result.get("failure") or {}
-        console.print(f"[red]FAILED[/red] at stage {f.get('stage')} on rank {f.get('rank')}: {f.get('reason')}")
+        reason = escape(str(f.get("reason")))  # errors carry [brackets] rich would read as markup
+        console.print(f"[red]FAILED[/red] at stage {f.get('stage')} on rank {f.get('rank')}: {reason}")
     console.print(f"result: {result.get('result_file')}")

@@ -78,6 +78,9 @@ def take_sample(finder: RankFinder, cgroup: kernel_memory.CgroupMemory, nvml: Nv
     return sample
 
 
+WATCHER_ERROR_FILE = "watcher_error.txt"
+
+
 def watch(job_dir: Path, parent: int, interval: float, ranks: int, out_name: str) -> None:
     finder, cgroup, nvml = RankFinder(job_dir / "events", ranks), kernel_memory.CgroupMemory(), Nvml()
     stop = job_dir / "stop"
@@ -97,7 +100,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1, help="ranks expected on this node")
     parser.add_argument("--out", default="samples.jsonl", help="file name under job_dir (one per node)")
     args = parser.parse_args()
-    watch(args.job_dir, args.parent, args.interval, args.ranks, args.out)
+    try:
+        watch(args.job_dir, args.parent, args.interval, args.ranks, args.out)
+    except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it
+        (args.job_dir / WATCHER_ERROR_FILE).write_text(f"{type(err).__name__}: {err}")
+        raise SystemExit(1) from err
 
 
 if __name__ == "__main__":

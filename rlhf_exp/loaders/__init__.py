@@ -8,6 +8,7 @@ from rlhf_exp.loaders.pretrained import load_direct, load_low_mem
 from rlhf_exp.loaders.rank0_broadcast import load_rank0_broadcast
 from rlhf_exp.loaders.staggered import load_staggered
 from rlhf_exp.loaders.zero3_init import load_zero3_init
+from rlhf_exp.settings import LOADER_NAMES
 
 LOADERS: dict[str, Loader] = {
     "naive": load_naive,
@@ -17,6 +18,9 @@ LOADERS: dict[str, Loader] = {
     "zero3_init": load_zero3_init,
     "direct": load_direct,
 }
+
+
+assert tuple(LOADERS) == LOADER_NAMES, "settings.LOADER_NAMES must list every loader"
 
 
 def get_loader(name: str) -> Loader:

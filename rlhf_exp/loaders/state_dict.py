@@ -19,7 +19,10 @@ def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
     """
     state: dict[str, torch.Tensor] = {}
     for f in weight_files(checkpoint):
-        state.update(load_safetensors_bytes(f.read_bytes()))
+        if f.suffix == ".bin":  # pickle: tensors only, never arbitrary objects
+            state.update(torch.load(f, map_location="cpu", weights_only=True))
+        else:
+            state.update(load_safetensors_bytes(f.read_bytes()))
     return state
 
 
