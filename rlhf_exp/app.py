@@ -51,6 +51,10 @@ def hydra_app(cfg: DictConfig) -> str:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["plan"]:
+        from rlhf_exp.plan_cli import main as plan_main
+
+        sys.exit(plan_main(sys.argv[2:]))
     bad = check_group_choices(sys.argv[1:]) or check_output_dir(sys.argv[1:])
     if bad:
         print(f"error: {bad}", file=sys.stderr)

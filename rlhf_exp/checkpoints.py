@@ -24,6 +24,9 @@ from rlhf_exp.presets import preset_config
 CheckpointKind = Literal["causal_lm", "value"]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 VALUE_HEAD_FILE = "value_head.safetensors"
+# which checkpoint each role is built from, and as what (DeepSpeed-Chat: ref from the actor's, reward from the critic's)
+ROLE_KIND: dict[str, CheckpointKind] = {"actor": "causal_lm", "ref": "causal_lm", "critic": "value", "reward": "value"}
+ROLE_CHECKPOINT = {"actor": "actor", "ref": "actor", "critic": "critic", "reward": "critic"}
 COMPLETE_MARKER = ".complete"
 SHARD_BYTES = 2 * 1024**3
 
@@ -107,6 +110,20 @@ def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path
     return out
 
 
+def preset_dir(preset: str, kind: CheckpointKind, dtype: str, cache_dir: str, seed: int = 0) -> Path:
+    """Where a preset's generated checkpoint lives (it may not exist yet)."""
+    return Path(cache_dir).expanduser() / f"{preset}-{kind}-{dtype}-seed{seed}"
+
+
+def existing_checkpoint(preset: str | None, path: str | None, kind: CheckpointKind, dtype: str, cache_dir: str) -> Path | None:
+    """The checkpoint directory if it is already on disk (nothing generated), else None."""
+    if path:
+        return Path(path).expanduser().resolve()
+    assert preset is not None
+    out = preset_dir(preset, kind, dtype, cache_dir)
+    return out if (out / COMPLETE_MARKER).exists() else None
+
+
 def resolve_checkpoint(
     preset: str | None, path: str | None, kind: CheckpointKind, dtype: str, cache_dir: str, seed: int = 0
 ) -> Path:
@@ -114,7 +131,7 @@ def resolve_checkpoint(
     if path:
         return Path(path).expanduser().resolve()
     assert preset is not None
-    out = Path(cache_dir).expanduser() / f"{preset}-{kind}-{dtype}-seed{seed}"
+    out = preset_dir(preset, kind, dtype, cache_dir, seed)
     if not (out / COMPLETE_MARKER).exists():
         shutil.rmtree(out, ignore_errors=True)
         generate_checkpoint(preset, kind, dtype, out, seed)

@@ -16,17 +16,15 @@ import deepspeed
 import torch
 from torch import nn
 
-from rlhf_exp.checkpoints import CheckpointKind
+from rlhf_exp.checkpoints import ROLE_CHECKPOINT, ROLE_KIND
 from rlhf_exp.loaders import LoadRequest, get_loader
 from rlhf_exp.lora import apply_lora, count_parameters
 from rlhf_exp.modeling import RewardModel, load_value_head
 from rlhf_exp.settings import ROLES, TRAIN_ROLES, RunSettings
 from rlhf_exp.stage_recorder import StageRecorder
-from rlhf_exp.stages import role_stage
+from rlhf_exp.stages import engine_stage
 from rlhf_exp.zero_config import engine_dtype_name, role_ds_config, zero_stage
 
-ROLE_KIND: dict[str, CheckpointKind] = {"actor": "causal_lm", "ref": "causal_lm", "critic": "value", "reward": "value"}
-ROLE_CHECKPOINT = {"actor": "actor", "ref": "actor", "critic": "critic", "reward": "critic"}
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -85,10 +83,10 @@ def build_engine(
     engines: dict[str, Any] = {}
     for role in settings.roles:
         ds_config = role_ds_config(settings, role, world_size)
-        with recorder.stage(role_stage(role, "load")) as info:
+        with recorder.stage(engine_stage(role, "load")) as info:
             model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)
             info["trainable_params"], info["params"] = count_parameters(model)
-        with recorder.stage(role_stage(role, "init")) as info:
+        with recorder.stage(engine_stage(role, "init")) as info:
             engines[role] = initialize_role(settings, role, model, ds_config)
             info["zero_stage"] = zero_stage(ds_config)
             del model

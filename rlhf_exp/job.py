@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig
 
 from rlhf_exp import kernel_memory
@@ -19,6 +20,8 @@ from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
 from rlhf_exp.job_guard import STOP_REASON_FILE, JobGuard
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
+from rlhf_exp.plan_fit import all_plans, capacity, choose, first_misfit, peak
+from rlhf_exp.plan_inputs import base_rank_bytes, gpu_total_bytes, host_available_bytes, role_shapes
 from rlhf_exp.results import (
     GIB,
     failed_stage,
@@ -55,7 +58,16 @@ def clear_job_dir(job_dir: Path) -> None:
     job_dir.mkdir(parents=True, exist_ok=True)
     for name in ("events", "logs", "weights"):
         shutil.rmtree(job_dir / name, ignore_errors=True)
-    for name in ("samples.jsonl", "stop", "result.json", "spec.json", STOP_REASON_FILE, WATCHER_PID_FILE, WATCHER_ERROR_FILE):
+    for name in (
+        "samples.jsonl",
+        "stop",
+        "result.json",
+        "spec.json",
+        "plan.json",
+        STOP_REASON_FILE,
+        WATCHER_PID_FILE,
+        WATCHER_ERROR_FILE,
+    ):
         (job_dir / name).unlink(missing_ok=True)
     for extra in job_dir.glob("samples.node*.jsonl"):
         extra.unlink()
@@ -69,10 +81,14 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     """Who failed first, in which stage, and why: a rank's own error event, else the launcher's exit record."""
     if outcome.ok:
         return None
-    error = first_error(events)
+    any_error = first_error(events)
+    # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
+    own = first_error({r: [ev for ev in evs if not (ev.get("waiting") or ev.get("timeout"))] for r, evs in events.items()})
     cause = root_cause(outcome.failures)
     stuck = stuck_rank(events)
-    if error and error.get("timeout") and stuck is not None and stuck != error["rank"]:
+    error = own or (None if cause and cause.signal != "SIGTERM" else any_error)
+    if not own and any_error and any_error.get("timeout") and stuck is not None and stuck != any_error["rank"]:
+        error = any_error
         # the first error is a peer that gave up waiting in a collective: blame the rank it waited for
         stage = failed_stage(events, stuck)
         reason = f"rank {stuck} hung in {stage}; rank {error['rank']} timed out waiting for it: {error['error'][:300]}"
@@ -124,8 +140,11 @@ def prepare_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     for role, kind in (("actor", "causal_lm"), ("critic", "value")):
         source = "path" if getattr(settings.model, role).path else "preset"
         check_checkpoint(f"model.{role}.{source}", checkpoints[role], kind)
+    settings, plan = plan_job(settings, device, checkpoints)
+    (job_dir / "plan.json").write_text(json.dumps(plan, indent=1))
     spec = {
         "settings": settings.model_dump(),
+        "plan": plan,
         "device": device,
         "backend": backend,
         "checkpoints": {k: str(v) for k, v in checkpoints.items()},
@@ -135,6 +154,29 @@ def prepare_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
     tmp.write_text(json.dumps(spec, indent=1))
     tmp.rename(job_dir / "spec.json")  # atomic: SLURM tasks wait for it to appear
     return spec
+
+
+def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -> tuple[RunSettings, dict[str, Any]]:
+    """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan.
+
+    Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check)."""
+    shapes = role_shapes(settings, dict(checkpoints))
+    base = base_rank_bytes(device, Path(settings.model.cache_dir))
+    plans = all_plans(settings, shapes, device, base)
+    gpus_visible = torch.cuda.device_count() if device == "cuda" else 0
+    cap = capacity(settings, device, host_available_bytes(), gpu_total_bytes() if device == "cuda" else None, gpus_visible)
+    requested, loader = settings.loader.name, choose(settings, plans, cap)
+    settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})
+    misfit = first_misfit(plans[loader], cap)
+    return settings, {
+        **plans[loader].to_dict(),
+        "requested_loader": requested,
+        "capacity_host_gib": round(cap.host_bytes / GIB, 3),
+        "capacity_gpu_gib": round(cap.gpu_bytes / GIB, 3) if cap.gpu_bytes else None,
+        "fits": misfit is None,
+        "first_misfit": misfit[0] if misfit else None,
+        "others": {name: peak(plan) for name, plan in plans.items()},
+    }
 
 
 def job_meta(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
@@ -190,7 +232,9 @@ def measure(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     cgroup = kernel_memory.CgroupMemory()
     cgroup_reset = cgroup.reset_peak()
     started = time.time()
-    watcher = start_watcher(job_dir, settings.watcher.interval_s, settings.gpus)
+    watcher = start_watcher(
+        job_dir, settings.watcher.interval_s, settings.gpus, max_node_fraction=settings.watcher.max_node_fraction
+    )
     try:
         threads = max(1, (os.cpu_count() or 1) // settings.gpus)  # ranks share the cores
         with JobGuard(job_dir, watcher, settings.job_timeout_s) as guard:
@@ -246,6 +290,7 @@ def assemble_result(
         **(extra or {}),
         "note": CPU_NOTE if spec["device"] == "cpu" else None,
         "wall_s": round(wall_s, 3),
+        "plan": spec.get("plan"),
         "failure": failure,
         **summarize(job_dir),
         "config": spec["config"],

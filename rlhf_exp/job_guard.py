@@ -16,9 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from rlhf_exp.watcher import WATCHER_ERROR_FILE
-
-STOP_REASON_FILE = "stop_reason.json"  # written by the watcher's watchdog
+from rlhf_exp.watcher import STOP_REASON_FILE, WATCHER_ERROR_FILE
 
 
 def describe_exit(code: int | None) -> str:
@@ -50,6 +48,7 @@ class JobGuard:
         """Why the job must stop now, or None."""
         stop_file = self.job_dir / STOP_REASON_FILE
         if stop_file.exists():
+            self.process = "watchdog"
             return json.loads(stop_file.read_text())["reason"]
         code = self.watcher.poll()
         if code is not None:

@@ -43,8 +43,11 @@ class LaunchOutcome:
     stop_signal: str | None = None
 
 
-def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = "samples.jsonl") -> subprocess.Popen:
+def start_watcher(
+    job_dir: Path, interval_s: float, ranks: int, out_name: str = "samples.jsonl", max_node_fraction: float | None = None
+) -> subprocess.Popen:
     """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
+    watchdog = [] if max_node_fraction is None else ["--max-node-fraction", str(max_node_fraction)]
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -59,6 +62,7 @@ def start_watcher(job_dir: Path, interval_s: float, ranks: int, out_name: str = 
             out_name,
             "--ranks",
             str(ranks),
+            *watchdog,
         ],
     )
     (job_dir / WATCHER_PID_FILE).write_text(str(proc.pid))

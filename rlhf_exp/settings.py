@@ -20,6 +20,7 @@ ROLES = ("actor", "ref", "critic", "reward")
 TRAIN_ROLES = ("actor", "critic")
 # loading strategies, in rlhf_exp/loaders (named here so validation needs no torch import)
 LOADER_NAMES = ("naive", "staggered", "low_mem", "rank0_broadcast", "zero3_init", "direct")
+AUTO_LOADER = "auto"  # the planner picks the fastest loader whose plan fits
 
 
 class ConfigError(ValueError):
@@ -117,6 +118,13 @@ class PpoSettings(Strict):
 
 class WatcherSettings(Strict):
     interval_s: float = Field(gt=0, le=10)
+    # stop the job when node memory (MemTotal - MemAvailable) crosses this share of MemTotal; null: never
+    max_node_fraction: float | None = Field(default=0.95, gt=0, le=1)
+
+
+class PlanSettings(Strict):
+    fit_check: bool = True  # refuse, before any rank starts, a job whose plan does not fit this machine
+    host_fraction: float = Field(default=0.9, gt=0, le=1)  # share of available host memory a plan may use
 
 
 class WandbSettings(Strict):
@@ -146,6 +154,7 @@ class RunSettings(Strict):
     seed: int
     train: TrainSettings
     ppo: PpoSettings = PpoSettings()
+    plan: PlanSettings = PlanSettings()
     watcher: WatcherSettings
     dist_timeout_s: float = Field(gt=0)
     job_timeout_s: float = Field(gt=0)
@@ -185,8 +194,8 @@ class RunSettings(Strict):
     @field_validator("loader")
     @classmethod
     def _known_loader(cls, v: LoaderSettings) -> LoaderSettings:
-        if v.name not in LOADER_NAMES:
-            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADER_NAMES)}")
+        if v.name not in (*LOADER_NAMES, AUTO_LOADER):
+            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADER_NAMES)}, {AUTO_LOADER}")
         return v
 
 

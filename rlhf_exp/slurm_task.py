@@ -52,7 +52,7 @@ def run_as_slurm_task(cfg: DictConfig, job_dir: Path, tracker: Tracker, labels: 
     watcher = None
     if env.local_rank == 0:  # one watcher per node; node 0's samples are the job's node-wide figures
         name = "samples.jsonl" if node == 0 else f"samples.node{node}.jsonl"
-        watcher = start_watcher(job_dir, float(cfg.watcher.interval_s), env.local_world_size, name)
+        watcher = start_watcher(job_dir, float(cfg.watcher.interval_s), env.local_world_size, name, cfg.watcher.max_node_fraction)
     started = time.time()
     try:
         from rlhf_exp import rank_main  # deepspeed: imported only where a rank runs

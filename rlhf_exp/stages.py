@@ -14,7 +14,7 @@ ENGINE_PHASES = ("load", "init")
 PPO_PARTS = ("generate", "score", "train_actor", "train_critic")
 
 
-def role_stage(role: str, phase: str) -> str:
+def engine_stage(role: str, phase: str) -> str:
     return f"{role}.{phase}"
 
 
@@ -23,7 +23,7 @@ def ppo_stage(step: int, part: str) -> str:
 
 
 def engine_stages(roles: Sequence[str] = ROLES) -> list[str]:
-    return [role_stage(r, p) for r in roles for p in ENGINE_PHASES]
+    return [engine_stage(r, p) for r in roles for p in ENGINE_PHASES]
 
 
 def ppo_stages(steps: int) -> list[str]:

@@ -79,15 +79,30 @@ def take_sample(finder: RankFinder, cgroup: kernel_memory.CgroupMemory, nvml: Nv
 
 
 WATCHER_ERROR_FILE = "watcher_error.txt"
+STOP_REASON_FILE = "stop_reason.json"  # the watchdog's: read by job_guard.JobGuard
 
 
-def watch(job_dir: Path, parent: int, interval: float, ranks: int, out_name: str) -> None:
+def check_watchdog(job_dir: Path, sample: dict[str, Any], total: int, max_fraction: float | None) -> bool:
+    """Leave a stop reason for the job guard when node memory crosses the limit; True once it has."""
+    if max_fraction is None or sample["node_used"] < max_fraction * total:
+        return False
+    reason = (
+        f"watchdog: node memory {sample['node_used'] / 1024**3:.2f} GiB reached {sample['node_used'] / total:.0%} of "
+        f"MemTotal ({total / 1024**3:.1f} GiB), above watcher.max_node_fraction={max_fraction}"
+    )
+    (job_dir / STOP_REASON_FILE).write_text(json.dumps({"reason": reason, "t": sample["t"]}))
+    return True
+
+
+def watch(job_dir: Path, parent: int, interval: float, ranks: int, out_name: str, max_fraction: float | None = None) -> None:
     finder, cgroup, nvml = RankFinder(job_dir / "events", ranks), kernel_memory.CgroupMemory(), Nvml()
-    stop = job_dir / "stop"
+    stop, total, tripped = job_dir / "stop", kernel_memory.node_total_bytes(), False
     with open(job_dir / out_name, "a", buffering=1) as out:
         out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
         while not stop.exists() and psutil.pid_exists(parent):
-            out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+            sample = take_sample(finder, cgroup, nvml)
+            out.write(json.dumps(sample) + "\n")
+            tripped = tripped or check_watchdog(job_dir, sample, total, max_fraction)
             time.sleep(interval)
         out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
 
@@ -99,9 +114,10 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.02)
     parser.add_argument("--ranks", type=int, default=1, help="ranks expected on this node")
     parser.add_argument("--out", default="samples.jsonl", help="file name under job_dir (one per node)")
+    parser.add_argument("--max-node-fraction", type=float, default=None, help="watchdog limit (share of MemTotal)")
     args = parser.parse_args()
     try:
-        watch(args.job_dir, args.parent, args.interval, args.ranks, args.out)
+        watch(args.job_dir, args.parent, args.interval, args.ranks, args.out, args.max_node_fraction)
     except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it
         (args.job_dir / WATCHER_ERROR_FILE).write_text(f"{type(err).__name__}: {err}")
         raise SystemExit(1) from err

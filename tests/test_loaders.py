@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_sweep_in
+from conftest import assert_plan_holds, run_sweep_in
 
 from rlhf_exp.loaders import LOADERS
 
@@ -36,6 +36,8 @@ def test_every_loader_gives_bit_identical_engine_weights(tmp_path: Path, ckpt_ca
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["loader"] for r in results] == list(LOADERS)
     assert_same_weights_as_naive(results)
+    for result in results:  # the planner, every loader at ZeRO-3
+        assert_plan_holds(result)
 
 
 @pytest.mark.slow
@@ -51,6 +53,8 @@ def test_loaders_at_four_ranks_without_lora(tmp_path: Path, ckpt_cache: Path) ->
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_same_weights_as_naive(results)
+    for result in results:
+        assert_plan_holds(result)
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +72,13 @@ def medium_runs(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> d
         assert proc.returncode == 0, proc.stderr[-3000:]
         runs.update({(r["loader"], r["gpus"]): r for r in results})
     return runs
+
+
+@pytest.mark.slow
+def test_plan_matches_the_medium_checkpoint_runs(medium_runs: dict) -> None:
+    """The planner where the model, not the process, dominates: 4 loaders at 2 ranks and naive at 1, ZeRO-2."""
+    for result in medium_runs.values():
+        assert_plan_holds(result)
 
 
 def actor_load(result: dict) -> dict:

@@ -1,7 +1,7 @@
 """staggered: naive loading, but the ranks of a node take turns in groups of `group_size`.
 
-Each group builds its fp32 model and reads the checkpoint, then casts to the engine dtype and
-moves the weights to its device (what deepspeed.initialize would do next) before the next group
+Each group builds its fp32 model and reads the checkpoint, then casts its parameters to the engine
+dtype and moves the weights to its device (what deepspeed.initialize would do next) before the next group
 starts, so the node's transient peak is one group's instead of every rank's.
 """
 
@@ -23,7 +23,9 @@ def load_staggered(request: LoadRequest) -> nn.Module:
     model: nn.Module | None = None
     for turn in range(math.ceil(local_world / request.group_size)):
         if turn == my_turn:
-            model = load_naive(request).to(dtype=request.dtype, device=request.device)
+            model = load_naive(request).to(device=request.device)
+            for param in model.parameters():  # as deepspeed.initialize casts: parameters only, fp32 buffers
+                param.data = param.data.to(request.dtype)  # (rotary inv_freq) stay fp32, or RoPE loses precision
             gc.collect()
         if dist.is_initialized():
             dist.barrier()  # the next group starts only when this one's weights are off the host

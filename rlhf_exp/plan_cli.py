@@ -1,0 +1,68 @@
+"""`python -m rlhf_exp plan [overrides]`: the memory plan of a config, beside this machine's capacity.
+
+Nothing is loaded or generated: shapes come from config.json or the preset, checkpoint bytes from the
+files when they exist. Prints the plan of the configured loader (or auto's pick), marking the first stage
+that does not fit, then one line per loader.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from rich.console import Console
+from rich.table import Table
+
+from rlhf_exp.cli_checks import CONF_DIR, check_group_choices
+from rlhf_exp.settings import ConfigError, validate
+
+
+def main(overrides: list[str]) -> int:
+    bad = check_group_choices(overrides)
+    if bad:
+        print(f"error: {bad}", file=sys.stderr)
+        return 2
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    try:
+        settings = validate(cfg)
+        from rlhf_exp.device import resolve_device
+
+        device, _ = resolve_device(settings)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    import torch
+
+    from rlhf_exp.checkpoints import existing_checkpoint
+    from rlhf_exp.plan_fit import all_plans, capacity, first_misfit, peak, pick
+    from rlhf_exp.plan_inputs import base_rank_bytes, gpu_total_bytes, host_available_bytes, role_shapes
+
+    m = settings.model
+    checkpoints = {
+        role: existing_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
+        for role, spec, kind in (("actor", m.actor, "causal_lm"), ("critic", m.critic, "value"))
+    }
+    shapes = role_shapes(settings, checkpoints)
+    plans = all_plans(settings, shapes, device, base_rank_bytes(device, Path(m.cache_dir)))
+    gpus = torch.cuda.device_count() if device == "cuda" else 0
+    cap = capacity(settings, device, host_available_bytes(), gpu_total_bytes() if device == "cuda" else None, gpus)
+    name = pick(settings, plans, cap)
+    plan, misfit = plans[name], first_misfit(plans[name], cap)
+    console = Console(width=160)
+    table = Table(title=f"plan: loader={name}, {settings.gpus} rank(s) on {device}")
+    for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB", ""):
+        table.add_column(col, justify="left" if col in ("stage", "") else "right")
+    for st in plan.stages:
+        mark = "does not fit" if misfit and st.stage == misfit[0] else ""
+        table.add_row(st.stage, f"{st.rank_peak_gib:.3f}", f"{st.node_peak_gib:.3f}", f"{st.gpu_rank_gib:.3f}", mark)
+    console.print(table)
+    gpu = f", GPU {cap.gpu_bytes / 2**30:.1f} GiB ({cap.ranks_per_gpu} rank(s) per GPU)" if cap.gpu_bytes else ""
+    console.print(
+        f"capacity: host {cap.host_bytes / 2**30:.1f} GiB usable (plan.host_fraction={settings.plan.host_fraction}){gpu}"
+    )
+    for other, p in plans.items():
+        miss = first_misfit(p, cap)
+        console.print(f"  {other:16s} node peak {peak(p):8.3f} GiB  " + (f"does not fit at {miss[0]}" if miss else "fits"))
+    return 0 if misfit is None else 1

@@ -1,0 +1,97 @@
+"""What the planner reads: model shapes (config.json or preset, meta device, no weights), checkpoint
+bytes, and the machine (host memory, GPU memory, a rank's base RSS measured once per environment)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, LlamaForCausalLM, LlamaModel, PretrainedConfig
+
+from rlhf_exp import kernel_memory
+from rlhf_exp.checkpoints import ROLE_CHECKPOINT, ROLE_KIND, weight_files
+from rlhf_exp.gpu_memory import Nvml
+from rlhf_exp.plan import DTYPE_BYTES, RoleShape
+from rlhf_exp.presets import preset_config
+from rlhf_exp.settings import TRAIN_ROLES, CheckpointSpec, LoraSettings, RunSettings
+
+
+def _config(spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
+    if checkpoint is not None and (checkpoint / "config.json").is_file():
+        return AutoConfig.from_pretrained(checkpoint)
+    assert spec.preset is not None
+    return preset_config(spec.preset)
+
+
+def _lora_params(model: nn.Module, lora: LoraSettings) -> int:
+    """r x (in + out) per targeted linear layer, as peft adds them."""
+    if not lora.enabled:
+        return 0
+    return sum(
+        lora.r * (m.in_features + m.out_features)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in lora.target_modules
+    )
+
+
+def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
+    """RoleShape per role; checkpoint dirs that do not exist yet (ungenerated presets) are sized from the preset."""
+    shapes = {}
+    for role in settings.roles:
+        which = ROLE_CHECKPOINT[role]
+        ckpt = checkpoints.get(which)
+        config = _config(getattr(settings.model, which), ckpt)
+        with torch.device("meta"):
+            model = (LlamaForCausalLM if ROLE_KIND[role] == "causal_lm" else LlamaModel)(config)
+        base = sum(p.numel() for p in model.parameters())
+        lora = _lora_params(model, settings.lora)
+        head = config.hidden_size if ROLE_KIND[role] == "value" else 0
+        params = base + lora + head
+        trainable = 0
+        if role in TRAIN_ROLES:
+            trainable = lora + head if settings.lora.enabled and settings.lora.only_optimize_lora else params
+        if ckpt is not None and ckpt.exists():
+            ckpt_bytes = sum(f.stat().st_size for f in weight_files(ckpt))
+        else:
+            ckpt_bytes = base * DTYPE_BYTES[settings.model.checkpoint_dtype]
+        largest = max(p.numel() for p in model.parameters())
+        shapes[role] = RoleShape(params=params, trainable=trainable, checkpoint_bytes=ckpt_bytes, largest_tensor=largest)
+    return shapes
+
+
+BASE_PROBE = """
+import json, torch, deepspeed, transformers, peft
+from rlhf_exp import kernel_memory
+if {cuda}:
+    torch.zeros(1, device="cuda")
+s, m = kernel_memory.process_status(), kernel_memory.process_smaps()
+print(json.dumps({{"rss": s["VmRSS"], "private": m.get("Pss_Anon", 0)}}))
+"""
+
+
+def base_rank_bytes(device: str, cache_dir: Path) -> tuple[float, float]:
+    """(RSS, private) of a fresh process that imported what a rank imports (and made a CUDA context on GPU).
+
+    Measured once per environment (torch version, device) and cached: a rank's footprint before any model.
+    """
+    cache = cache_dir / f"base_rank_{device}_torch{torch.__version__}.json"
+    if not cache.exists():
+        out = subprocess.run(
+            [sys.executable, "-c", BASE_PROBE.format(cuda=device == "cuda")], capture_output=True, text=True, check=True
+        )
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(out.stdout.strip().splitlines()[-1])
+    got = json.loads(cache.read_text())
+    return float(got["rss"]), float(got["private"])
+
+
+def host_available_bytes() -> int:
+    return kernel_memory.node_total_bytes() - kernel_memory.node_used_bytes()
+
+
+def gpu_total_bytes() -> int | None:
+    return Nvml().total_bytes(0)

@@ -1,0 +1,76 @@
+"""The memory planner: its command, the fit check before any rank, loader=auto, and the watchdog.
+(Planned-vs-measured tolerance is checked on every measured run: conftest.assert_plan_holds.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import RunApp, app_env
+from test_config import compose_settings
+
+from rlhf_exp import kernel_memory
+from rlhf_exp.plan import GIB
+from rlhf_exp.plan_fit import Capacity, all_plans, choose, first_misfit
+from rlhf_exp.plan_inputs import role_shapes
+from rlhf_exp.settings import ConfigError
+
+BASE = (0.5 * GIB, 0.4 * GIB)  # a rank's footprint before any model, as capacity.base_rank_bytes measures it
+
+
+def plan_cli(cache: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides]
+    return subprocess.run(cmd, env=app_env(cache), capture_output=True, text=True, timeout=300)
+
+
+def test_plan_command_marks_the_first_stage_that_does_not_fit(ckpt_cache: Path) -> None:
+    proc = plan_cli(ckpt_cache, "model=llama-13b", "gpus=8", "loader=naive")  # nothing generated or loaded
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    table = proc.stdout
+    assert "plan: loader=naive, 8 rank(s) on cpu" in table and "capacity: host" in table
+    (misfit,) = [line for line in table.splitlines() if "does not fit" in line and "│" in line]
+    assert "actor.load" in misfit  # 8 fp32 copies of a 13B actor: the first load already does not fit
+    for loader in ("direct", "low_mem", "rank0_broadcast", "naive", "staggered"):
+        assert any(line.strip().startswith(loader) for line in table.splitlines())
+    proc = plan_cli(ckpt_cache, "gpus=2")
+    assert proc.returncode == 0 and "does not fit" not in proc.stdout
+
+
+def test_a_plan_that_does_not_fit_stops_the_job_before_any_rank(run_app: RunApp) -> None:
+    proc, result = run_app("plan.host_fraction=0.0001", timeout=300)
+    assert proc.returncode == 2 and result is None
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: plan: loader=naive needs ") and "GiB of host memory at dist_init" in line
+    assert "loaders that fit: none" in line and line.endswith("or plan.fit_check=false")
+    assert "rank_main" not in proc.stdout + proc.stderr
+
+
+def test_auto_picks_the_fastest_loader_that_fits_and_the_fit_check_names_it() -> None:
+    settings = compose_settings("model=llama-7b", "gpus=8", "loader=auto")
+    plans = all_plans(settings, role_shapes(settings, {}), "cuda", BASE)  # sizes from the preset, no checkpoint
+    node = {name: max(st.node_peak_gib for st in plan.stages) for name, plan in plans.items()}
+    assert node["naive"] > 8 * 4 * 6.7 > node["staggered"] > node["direct"]  # 8 fp32 copies of a 6.7B actor
+    roomy = Capacity(host_bytes=2000 * GIB, gpu_bytes=140 * GIB)
+    assert choose(settings, plans, roomy) == "direct"
+    tight = Capacity(host_bytes=(node["staggered"] + node["direct"]) / 2 * GIB, gpu_bytes=140 * GIB)
+    fitting = [name for name, plan in plans.items() if first_misfit(plan, tight) is None]
+    assert "naive" not in fitting and "staggered" not in fitting and "direct" in fitting
+    naive = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": "naive"})})
+    with pytest.raises(ConfigError, match=r"^plan: loader=naive needs .* at actor\.load, .* loaders that fit: direct"):
+        choose(naive, plans, tight)
+    small_gpu = Capacity(host_bytes=2000 * GIB, gpu_bytes=8 * GIB)  # 13 GiB of bf16 weights per rank do not fit
+    with pytest.raises(ConfigError, match="GiB of GPU memory at actor.load"):
+        choose(settings, plans, small_gpu)
+
+
+def test_watchdog_stops_the_job_before_the_oom_killer(run_app: RunApp) -> None:
+    total, used = kernel_memory.node_total_bytes(), kernel_memory.node_used_bytes()
+    limit = (used + 0.3 * GIB) / total  # crossed once the job process and its rank have started
+    proc, result = run_app("gpus=1", "roles=[actor]", "ppo.steps=0", f"watcher.max_node_fraction={limit:.4f}", timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    failure = result["failure"]
+    assert failure["process"] == "watchdog" and failure["rank"] is None and failure["stage"]
+    assert "watchdog: node memory" in failure["reason"] and "watcher.max_node_fraction" in failure["reason"]
+    assert result["samples"] > 0
