@@ -40,6 +40,8 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
                 "rank_rise_measured": round(rise, 4),
                 "node_planned": planned["node_peak_gib"],
                 "node_measured": row.get("node_peak_gib"),
+                "gpu_planned": planned["gpu_rank_gib"],
+                "gpu_measured": row.get("gpu_cuda_peak_allocated_gib"),  # torch.cuda peak, largest rank
                 "ok": within(rise, planned["rank_rise_gib"]),
             }
         )
