@@ -36,15 +36,34 @@ def job_table(result: dict) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def replan(result: dict) -> dict:
+    """The result with its plan recomputed by today's formulas (shapes from the config's presets, the base
+    footprint the job measured), to compare formulas changed after a run against that run's measurements."""
+    from rlhf_exp.plan import GIB, make_plan
+    from rlhf_exp.plan_inputs import role_shapes
+    from rlhf_exp.settings import RunSettings
+
+    settings = RunSettings.model_validate({**result["config"], "loader": {"name": result["loader"], "group_size": 1}})
+    old = result["plan"]
+    base = (old["base_rank_gib"] * GIB, old["stages"][0]["node_peak_gib"] * GIB / result["gpus"])
+    plan = make_plan(settings, result["loader"], role_shapes(settings, {}), result["device"], base)
+    return {**result, "plan": {**old, **plan.to_dict()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sweeps", nargs="+", type=Path)
+    parser.add_argument("sweeps", nargs="+", type=Path, help="sweep dirs, or dirs of copied result files (*.json)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--replan", action="store_true", help="recompute each plan with the current formulas")
     args = parser.parse_args()
     text = f"Tolerance (rank rise): max({REL_TOL:.0%} of plan, {ABS_TOL_GIB} GiB). GiB throughout.\n\n"
+    if args.replan:
+        text = "Plans recomputed with the current formulas (--replan). " + text
     for sweep in args.sweeps:
-        for f in sorted(sweep.glob("**/result.json")):
-            text += job_table(json.loads(f.read_text())) + "\n"
+        files = sorted(sweep.glob("**/result.json")) or sorted(f for f in sweep.glob("*.json") if f.name[0].isdigit())
+        for f in files:
+            result = json.loads(f.read_text())
+            text += job_table(replan(result) if args.replan else result) + "\n"
     print(text)
     if args.out:
         args.out.write_text(text)

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
+from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from rlhf_exp import kernel_memory
 from rlhf_exp.checkpoint_checks import check_checkpoint
@@ -237,8 +238,12 @@ def measure(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
     )
     try:
         threads = max(1, (os.cpu_count() or 1) // settings.gpus)  # ranks share the cores
-        with JobGuard(job_dir, watcher, settings.job_timeout_s) as guard:
-            outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": str(threads)})
+        guard = JobGuard(job_dir, watcher, settings.job_timeout_s)
+        try:
+            with guard:
+                outcome = launch_ranks(job_dir, settings.gpus, {"OMP_NUM_THREADS": str(threads)})
+        except SignalException as err:  # the guard's SIGTERM landed just as the ranks finished
+            outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)
     finally:
         stop_watcher(watcher, job_dir)
     extra = {

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+from rlhf_exp.launch import raise_signal_exception
 from rlhf_exp.watcher import STOP_REASON_FILE, WATCHER_ERROR_FILE
 
 
@@ -34,15 +35,20 @@ class JobGuard:
         self.signal: str | None = None
         self.process: str | None = None  # set when a process other than a rank caused the stop
         self._done = threading.Event()
+        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="job-guard", daemon=True)
 
     def __enter__(self) -> JobGuard:
+        # the guard's SIGTERM must always raise (never kill the sweep), also just after the ranks finished
+        self._previous = signal.signal(signal.SIGTERM, raise_signal_exception)
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._done.set()
+        with self._lock:
+            self._done.set()
         self._thread.join()
+        signal.signal(signal.SIGTERM, self._previous)
 
     def check(self) -> str | None:
         """Why the job must stop now, or None."""
@@ -65,6 +71,9 @@ class JobGuard:
         while not self._done.wait(self.poll_s):
             reason = self.check()
             if reason:
-                self.reason = reason
-                os.kill(os.getpid(), signal.SIGTERM)
+                with self._lock:
+                    if self._done.is_set():
+                        return
+                    self.reason = reason
+                    os.kill(os.getpid(), signal.SIGTERM)
                 return

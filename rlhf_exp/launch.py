@@ -103,7 +103,7 @@ def _failures(err: ChildFailedError) -> list[RankFailure]:
     return out
 
 
-def _raise_signal_exception(signum: int, frame: object) -> None:
+def raise_signal_exception(signum: int, frame: object) -> None:
     raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
 
 
@@ -125,7 +125,7 @@ def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutco
     )
     os.environ.update(env)  # inherited by the ranks
     # a SIGTERM before the agent installs its own handler (during rendezvous) must not kill the job unrecorded
-    previous = signal.signal(signal.SIGTERM, _raise_signal_exception)
+    previous = signal.signal(signal.SIGTERM, raise_signal_exception)
     try:
         elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank_main", str(job_dir))
     except ChildFailedError as err:

@@ -7,20 +7,25 @@ staggered group size. "place" is where a rank's weights end up: the host on CPU,
 load (transient above what the rank held before; what it holds after)
   naive            4P + 2C private (fp32 model, the bytes read, the tensors parsed); holds 4P on the host
   staggered        as naive, but holds eP on its place after its turn; node: g ranks at once
-  low_mem          C mapped (file pages, shared, in RSS); eP private when the dtypes differ (a converted copy)
+  low_mem          eP private and C mapped (read, so in RSS) when the dtypes differ (a converted copy);
+                   nothing when they match (the weights are the mapping, untouched until a forward pass)
   direct           low_mem on CPU; on CUDA: C mapped on the host, eP on the GPU
   rank0_broadcast  local rank 0 as low_mem; every other rank eP private on its place
-  zero3_init       C mapped and eP/N private (its partition) on its place
+  zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered
 init (deepspeed.initialize)
   weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
                    under ZeRO-3 a rank keeps eP/N
-  optimizer        16T bytes (fp32 master, Adam m and v, fp32 grads), divided by N for ZeRO >= 1
+  optimizer        4T bytes held (the fp32 master copy; DeepSpeed flattens it through a second 4T transient),
+                   divided by N for ZeRO >= 1. Adam's m and v and the fp32 gradients (12T more) appear at the first
+                   step, not at init (measured on the H200: bench/results/h200-1gpu-plan). ZeRO-3 train roles on
+                   a GPU also hold DeepSpeed's gradient bucket: reduce_bucket_size (5e8) x e bytes
 PPO stages are not planned (activation memory depends on generation lengths and kernels).
 
 A rank's planned peak in a stage = base (the RSS of a process that imported the rank's libraries,
 measured: capacity.base_rank_bytes) + what it holds from earlier stages + the stage's transient.
-The node's = N x base private + the sum over ranks of private held + transient (shared file pages excluded:
-the kernel counts page cache as available).
+The node's = N x base RSS (a rank's libraries, its shared-memory comm buffers and kernel overhead count
+node-wide too) + the sum over ranks of private held + transient (file pages excluded: the kernel counts
+page cache as available).
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ from rlhf_exp.stages import DIST_INIT, engine_stage
 
 GIB = 1024**3
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
-OPTIMIZER_BYTES_PER_TRAINABLE = 16
+MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
+ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
 
 
 @dataclass
@@ -94,15 +100,18 @@ def load_cost(
         transient = RankMemory(host_private=4 * p + 2 * ckpt)
         return transient, (RankMemory(host_private=4 * p) if loader == "naive" else place)
     if loader == "low_mem" or (loader == "direct" and not on_gpu) or (loader == "rank0_broadcast" and local_rank == 0):
-        held = RankMemory(host_private=converted, host_mapped=0.0 if convert else ckpt)
-        return RankMemory(host_private=converted, host_mapped=ckpt), held
+        # mapped pages count in RSS once touched: a dtype conversion reads them all; otherwise the weights
+        # are the (untouched, lazily read) mapping itself until a forward pass
+        read = RankMemory(host_private=converted, host_mapped=ckpt if convert else 0.0)
+        return read, RankMemory(host_private=converted)
     if loader == "direct":
         return RankMemory(host_mapped=ckpt, gpu=e * p), RankMemory(gpu=e * p)
     if loader == "rank0_broadcast":
         return place, place
-    if loader == "zero3_init":
+    if loader == "zero3_init":  # a rank gathers one tensor at a time while its partition fills
         part = RankMemory(gpu=e * p / n) if on_gpu else RankMemory(host_private=e * p / n)
-        return part.plus(RankMemory(host_mapped=ckpt)), part
+        gathered = RankMemory(gpu=e * shape.largest_tensor) if on_gpu else RankMemory(host_private=e * shape.largest_tensor)
+        return part.plus(gathered).plus(RankMemory(host_mapped=ckpt)), part
     raise ValueError(f"loader {loader!r} has no plan")
 
 
@@ -111,12 +120,14 @@ def init_cost(
 ) -> tuple[RankMemory, RankMemory]:
     """(transient, held after) of deepspeed.initialize given what the load left (`held`)."""
     p = shape.params
-    optimizer = OPTIMIZER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
+    optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
+    # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
+    bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
     weights = e * p / n if zero == 3 and loader != "zero3_init" else None
     if on_gpu:  # the loaded weights move to the GPU; the host copy is freed afterwards
         gpu = weights if weights is not None else (held.gpu or e * p)
-        after = RankMemory(gpu=gpu + optimizer)
-        moving = RankMemory(held.host_private + e * shape.largest_tensor, held.host_mapped, max(held.gpu, after.gpu))
+        after = RankMemory(gpu=gpu + optimizer + bucket)
+        moving = RankMemory(held.host_private + e * shape.largest_tensor, held.host_mapped, max(held.gpu, after.gpu + optimizer))
         return moving, after
     if weights is not None:
         after = RankMemory(host_private=weights + optimizer)
@@ -124,7 +135,7 @@ def init_cost(
         after = RankMemory(host_private=e * p + optimizer)
     else:
         after = RankMemory(host_private=held.host_private + optimizer, host_mapped=held.host_mapped)
-    transient = RankMemory(max(held.host_private, after.host_private) + e * shape.largest_tensor, held.host_mapped)
+    transient = RankMemory(max(held.host_private, after.host_private + optimizer) + e * shape.largest_tensor, held.host_mapped)
     return transient, after
 
 
@@ -133,9 +144,9 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     n, on_gpu = settings.gpus, device == "cuda"
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
     g = min(settings.loader.group_size, n)
-    base_rss, base_private = base
+    base_rss, _ = base
     plan = Plan(loader=loader, ranks=n, device=device, base_rank_gib=_gib(base_rss))
-    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(n * base_private), 0.0))
+    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(n * base_rss), 0.0))
     held = [RankMemory() for _ in range(n)]  # what each rank holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
@@ -158,7 +169,7 @@ def _add_stage(
     group: int,
 ) -> None:
     """One stage's figures from what ranks held before it and each rank's (transient, held after)."""
-    base_rss, base_private = base
+    base_rss, _ = base
     n = len(held)
     peaks = [held[r].plus(costs[r][0]) for r in range(n)]
     rank_rise = max(p.host_private + p.host_mapped for p in peaks)
@@ -177,7 +188,7 @@ def _add_stage(
             name,
             rank_peak_gib=_gib(base_rss + rank_rise),
             rank_rise_gib=_gib(rank_rise),
-            node_peak_gib=_gib(n * base_private + node),
+            node_peak_gib=_gib(n * base_rss + node),
             gpu_rank_gib=_gib(max(p.gpu for p in peaks)),
         )
     )

@@ -48,7 +48,7 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
         with torch.device("meta"):
             model = (LlamaForCausalLM if ROLE_KIND[role] == "causal_lm" else LlamaModel)(config)
         base = sum(p.numel() for p in model.parameters())
-        lora = _lora_params(model, settings.lora)
+        lora = _lora_params(model, settings.lora) if role in TRAIN_ROLES else 0  # frozen roles get no adapters
         head = config.hidden_size if ROLE_KIND[role] == "value" else 0
         params = base + lora + head
         trainable = 0

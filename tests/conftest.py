@@ -45,10 +45,13 @@ def run_app(tmp_path: Path, ckpt_cache: Path) -> RunApp:
 RunSweep = Callable[..., tuple[subprocess.CompletedProcess, list[dict[str, Any]]]]
 
 
-def run_sweep_in(sweep_dir: Path, cache: Path, *overrides: str, timeout: int = 1800) -> tuple[subprocess.CompletedProcess, list]:
+def run_sweep_in(
+    sweep_dir: Path, cache: Path, *overrides: str, timeout: int = 1800, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess, list]:
     """`python -m rlhf_exp -m ...` into sweep_dir; returns the process and every job's result.json, in job order."""
     cmd = [sys.executable, "-m", "rlhf_exp", "-m", f"hydra.sweep.dir={sweep_dir}", *overrides]
-    proc = subprocess.run(cmd, cwd=sweep_dir.parent, env=app_env(cache), capture_output=True, text=True, timeout=timeout)
+    env = {**app_env(cache), **(env or {})}
+    proc = subprocess.run(cmd, cwd=sweep_dir.parent, env=env, capture_output=True, text=True, timeout=timeout)
     files = sorted(sweep_dir.glob("*/result.json"), key=lambda p: int(p.parent.name.split("_")[0]))
     return proc, [json.loads(f.read_text()) for f in files]
 

@@ -106,7 +106,7 @@ def test_bad_values_give_one_line_naming_the_key(overrides: list[str], expected:
 
 
 def test_unknown_group_choice_is_one_line_with_valid_choices() -> None:
-    valid = "direct, low_mem, naive, rank0_broadcast, staggered, zero3_init"
+    valid = "auto, direct, low_mem, naive, rank0_broadcast, staggered, zero3_init"
     assert check_group_choices(["loader=naive,foo"]) == f"loader=foo: unknown loader; valid: {valid}"
     assert check_group_choices(["zero=stage5"]).startswith("zero=stage5: unknown zero; valid: custom, stage0")
     assert check_group_choices(["gpus=1,2", "loader=naive"]) is None

@@ -23,8 +23,9 @@ def assert_same_weights_as_naive(results: list[dict]) -> None:
     for r in results:
         assert r["status"] == "completed", (r["loader"], r["failure"])
     reference = weight_digests(by_loader["naive"]) if "naive" in by_loader else weight_digests(results[0])
-    # each engine after deepspeed.initialize, and again after the PPO step
-    assert set(reference) == {f"{role}{when}" for role in ("actor", "ref", "critic", "reward") for when in ("", ".after_ppo")}
+    # each engine after deepspeed.initialize, and again after the PPO step when there was one
+    ppo = ("", ".after_ppo") if results[0]["config"]["ppo"]["steps"] else ("",)
+    assert set(reference) == {f"{role}{when}" for role in ("actor", "ref", "critic", "reward") for when in ppo}
     for r in results:
         digests = weight_digests(r)
         for role, expected in reference.items():
@@ -50,6 +51,7 @@ def test_loaders_at_four_ranks_without_lora(tmp_path: Path, ckpt_cache: Path) ->
         "zero=stage3",
         "lora=disabled",
         "verify_weights=true",
+        "ppo.steps=0",  # weights after a PPO step are compared at 2 ranks above
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_same_weights_as_naive(results)

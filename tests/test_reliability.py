@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 from conftest import RunApp, app_env, run_sweep_in
 
+from rlhf_exp.job import completed_result
 from rlhf_exp.tracking import wandb_run_dirs
 from rlhf_exp.wandb_offline import read_offline_run
 
@@ -43,15 +44,15 @@ def test_hung_rank_is_blamed_after_the_distributed_timeout(run_app: RunApp) -> N
 def test_job_timeout_stops_a_hung_job_and_the_wandb_run_says_so(run_app: RunApp) -> None:
     # hanging in the first stage (before the process group exists, so no distributed timeout can end it)
     proc, result = run_app(
-        "gpus=1", *ACTOR_ONLY, "fault.stage=dist_init", "fault.mode=hang", "job_timeout_s=25", "wandb.mode=offline", timeout=300
+        "gpus=1", *ACTOR_ONLY, "fault.stage=dist_init", "fault.mode=hang", "job_timeout_s=18", "wandb.mode=offline", timeout=300
     )
     failure = assert_failed_cleanly(proc, result, "dist_init")
-    assert failure["rank"] == 0 and "job_timeout_s=25 exceeded" in failure["reason"]
-    assert result["wall_s"] < 25 + 30
+    assert failure["rank"] == 0 and "job_timeout_s=18 exceeded" in failure["reason"]
+    assert result["wall_s"] < 18 + 30
     (run_dir,) = wandb_run_dirs(Path(result["job_dir"]))
     summary = read_offline_run(run_dir)["summary"]
     assert summary["status"] == "failed" and summary["failure/stage"] == "dist_init"
-    assert "job_timeout_s=25" in summary["failure/reason"]
+    assert "job_timeout_s=18" in summary["failure/reason"]
 
 
 def test_killed_watcher_stops_the_job_naming_it(run_app: RunApp) -> None:
@@ -100,13 +101,18 @@ def test_a_file_that_cannot_grow_fails_the_job_and_keeps_what_was_written(tmp_pa
 
 def test_rerunning_a_sweep_keeps_complete_jobs_and_reruns_failed_ones(tmp_path: Path, ckpt_cache: Path) -> None:
     sweep = tmp_path / "sweep"
-    args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "wandb.mode=disabled")
+    args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "wandb.mode=disabled", "loader=auto")
     proc, first = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0 and [r["status"] for r in first] == ["completed", "failed"]
+    # loader=auto: the planner's pick, the fastest loader whose plan fits (plenty of room for the tiny model)
+    assert first[0]["loader"] == "direct" and first[0]["plan"]["requested_loader"] == "auto"
     proc, second = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0
     assert second[0] == first[0]  # kept as it was: not run again
     assert second[1]["status"] == "failed" and second[1]["wall_s"] != first[1]["wall_s"]  # run again
     assert proc.stdout.count("skipped:") == 1
-    proc, third = run_sweep_in(sweep, ckpt_cache, *args, "resume=false")
-    assert third[0]["status"] == "completed" and third[0]["wall_s"] != first[0]["wall_s"]
+    # what decides: a completed result of the very same config (resume=false never asks)
+    job_dir, config = Path(first[0]["job_dir"]), first[0]["config"]
+    assert completed_result(job_dir, config) == first[0]
+    assert completed_result(job_dir, {**config, "seed": 1}) is None
+    assert completed_result(Path(second[1]["job_dir"]), second[1]["config"]) is None  # failed: run again

@@ -15,11 +15,14 @@ from rlhf_exp.tracking import wandb_run_dirs
 from rlhf_exp.wandb_offline import read_offline_run
 from rlhf_exp.wandb_report import build_report, report_metrics
 
+FAKE_KEY = "local-3f9c2a7d1e5b4c8a9f0e6d2b7a1c5e9f3d8b2a6c"
+
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> tuple[Path, list[dict]]:
     sweep_dir = tmp_path_factory.mktemp("sweep2x2") / "sweep"
-    proc, results = run_sweep_in(sweep_dir, ckpt_cache, "gpus=1,2", "loader=naive,low_mem", "wandb.mode=offline")
+    secret = {"WANDB_API_KEY": FAKE_KEY}  # offline runs never need it; it must not reach any output either
+    proc, results = run_sweep_in(sweep_dir, ckpt_cache, "gpus=1,2", "loader=naive,low_mem", "wandb.mode=offline", env=secret)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(results) == 4
     return sweep_dir, results
@@ -50,6 +53,13 @@ def test_one_offline_wandb_run_per_job_with_config_group_and_summary(sweep: tupl
         assert summary["stages/_type"] == "table-file" and summary["stages/nrows"] == len(result["stages"])
         assert run["history_rows"] >= 2 and "host/node_used_gib" in summary  # the watcher's time series
         assert "WANDB_API_KEY" not in json.dumps(run)
+
+
+def test_no_secret_is_written_to_any_output(sweep: tuple[Path, list[dict]]) -> None:
+    sweep_dir, _ = sweep
+    files = [f for f in sweep_dir.rglob("*") if f.is_file()]
+    assert len(files) > 20  # configs, logs, events, samples, results, the W&B runs
+    assert not [f for f in files if FAKE_KEY.encode() in f.read_bytes()]
 
 
 def test_html_report_has_one_plot_per_figure_with_a_series_per_loader(sweep: tuple[Path, list[dict]]) -> None:
