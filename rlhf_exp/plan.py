@@ -13,6 +13,8 @@ load (transient above what the rank held before; what it holds after)
   rank0_broadcast  local rank 0 as low_mem; every other rank eP private on its place
   zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered
 init (deepspeed.initialize)
+  broadcast        with N > 1, weights still an unread mapping are read by rank 0 (C into its RSS) and written by the
+                   others (C private each, copy-on-write)
   weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
                    under ZeRO-3 a rank keeps eP/N
   optimizer        4T bytes held (the fp32 master copy; DeepSpeed flattens it through a second 4T transient),
@@ -22,7 +24,7 @@ init (deepspeed.initialize)
 PPO stages are not planned (activation memory depends on generation lengths and kernels).
 
 A rank's planned peak in a stage = base (the RSS of a process that imported the rank's libraries,
-measured: capacity.base_rank_bytes) + what it holds from earlier stages + the stage's transient.
+measured once: plan_inputs.base_rank_bytes) + what it holds from earlier stages + the stage's transient.
 The node's = N x base RSS (a rank's libraries, its shared-memory comm buffers and kernel overhead count
 node-wide too) + the sum over ranks of private held + transient (file pages excluded: the kernel counts
 page cache as available).
@@ -57,11 +59,17 @@ class RankMemory:
     """Bytes one rank holds, split by kind."""
 
     host_private: float = 0.0
-    host_mapped: float = 0.0
+    host_mapped: float = 0.0  # file pages mapped and read: in the rank's RSS, not in the node's used memory
     gpu: float = 0.0
+    lazy: float = 0.0  # weights that are a file mapping nobody has read yet: no RSS until touched
 
     def plus(self, other: RankMemory) -> RankMemory:
-        return RankMemory(self.host_private + other.host_private, self.host_mapped + other.host_mapped, self.gpu + other.gpu)
+        return RankMemory(
+            self.host_private + other.host_private,
+            self.host_mapped + other.host_mapped,
+            self.gpu + other.gpu,
+            self.lazy + other.lazy,
+        )
 
 
 @dataclass
@@ -103,7 +111,7 @@ def load_cost(
         # mapped pages count in RSS once touched: a dtype conversion reads them all; otherwise the weights
         # are the (untouched, lazily read) mapping itself until a forward pass
         read = RankMemory(host_private=converted, host_mapped=ckpt if convert else 0.0)
-        return read, RankMemory(host_private=converted)
+        return read, RankMemory(host_private=converted, lazy=0.0 if convert else ckpt)
     if loader == "direct":
         return RankMemory(host_mapped=ckpt, gpu=e * p), RankMemory(gpu=e * p)
     if loader == "rank0_broadcast":
@@ -116,9 +124,13 @@ def load_cost(
 
 
 def init_cost(
-    loader: str, held: RankMemory, shape: RoleShape, e: int, n: int, zero: int, train: bool, on_gpu: bool
+    loader: str, held: RankMemory, shape: RoleShape, e: int, n: int, zero: int, train: bool, on_gpu: bool, local_rank: int
 ) -> tuple[RankMemory, RankMemory]:
-    """(transient, held after) of deepspeed.initialize given what the load left (`held`)."""
+    """(transient, held after) of deepspeed.initialize given what the load left (`held`).
+
+    deepspeed.initialize broadcasts every weight from rank 0 when N > 1: rank 0 reads its lazily mapped
+    weights (file pages into its RSS), every other rank writes into its private mapping (copy-on-write:
+    private memory)."""
     p = shape.params
     optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
     # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
@@ -127,14 +139,23 @@ def init_cost(
     if on_gpu:  # the loaded weights move to the GPU; the host copy is freed afterwards
         gpu = weights if weights is not None else (held.gpu or e * p)
         after = RankMemory(gpu=gpu + optimizer + bucket)
-        moving = RankMemory(held.host_private + e * shape.largest_tensor, held.host_mapped, max(held.gpu, after.gpu + optimizer))
+        moving = RankMemory(
+            held.host_private + e * shape.largest_tensor, held.host_mapped + held.lazy, max(held.gpu, after.gpu + optimizer)
+        )
         return moving, after
+    touched = held.lazy if n > 1 else 0.0
+    held = RankMemory(
+        held.host_private + (touched if local_rank else 0.0),
+        held.host_mapped + (0.0 if local_rank else touched),
+        held.gpu,
+        held.lazy - touched,
+    )
     if weights is not None:
         after = RankMemory(host_private=weights + optimizer)
     elif loader == "naive":  # the fp32 model is cast tensor by tensor
         after = RankMemory(host_private=e * p + optimizer)
     else:
-        after = RankMemory(host_private=held.host_private + optimizer, host_mapped=held.host_mapped)
+        after = RankMemory(host_private=held.host_private + optimizer, host_mapped=held.host_mapped, lazy=held.lazy)
     transient = RankMemory(max(held.host_private, after.host_private + optimizer) + e * shape.largest_tensor, held.host_mapped)
     return transient, after
 
@@ -153,7 +174,7 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         costs = [load_cost(loader, shape, e, convert, n, on_gpu, r) for r in range(n)]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, loader == "staggered", g)
         load_held = [after for _, after in costs]
-        costs = [init_cost(loader, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu) for r in range(n)]
+        costs = [init_cost(loader, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r) for r in range(n)]
         _add_stage(plan, engine_stage(role, "init"), held, costs, base, False, g)  # init's transient counts the loaded model
         held = [held[r].plus(costs[r][1]) for r in range(n)]
     return plan
