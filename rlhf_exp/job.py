@@ -79,29 +79,15 @@ def _first_not_none(*values: int | None) -> int | None:
 
 
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
-    """Who failed first, in which stage, and why: a rank's own error event, else the launcher's exit record."""
+    """Who failed first, in which stage, and why.
+
+    In order: a rank's own error; a rank the launcher saw killed by a signal; a rank that stopped inside a
+    stage while its peers failed waiting for it in a collective (hung, or died unseen under SLURM); the
+    launcher's exit record; a peer's waiting error; the rank whose records stopped first.
+    """
     if outcome.ok:
         return None
-    any_error = first_error(events)
-    # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
-    own = first_error({r: [ev for ev in evs if not (ev.get("waiting") or ev.get("timeout"))] for r, evs in events.items()})
-    cause = root_cause(outcome.failures)
-    stuck = stuck_rank(events)
-    error = own or (None if cause and cause.signal != "SIGTERM" else any_error)
-    if not own and any_error and any_error.get("timeout") and stuck is not None and stuck != any_error["rank"]:
-        error = any_error
-        # the first error is a peer that gave up waiting in a collective: blame the rank it waited for
-        stage = failed_stage(events, stuck)
-        reason = f"rank {stuck} hung in {stage}; rank {error['rank']} timed out waiting for it: {error['error'][:300]}"
-        return {
-            "rank": stuck,
-            "stage": stage,
-            "reason": reason,
-            "exitcode": None,
-            "signal": None,
-            "hung": True,
-            "ranks_failed": [f.__dict__ for f in outcome.failures],
-        }
+    failed = [f.__dict__ for f in outcome.failures]
     if outcome.stop_process:  # not a rank's fault: name the process and the stage the ranks were in
         return {
             "rank": None,
@@ -110,25 +96,42 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
             "reason": f"job stopped: {outcome.stopped_by}",
             "exitcode": None,
             "signal": outcome.stop_signal,
-            "ranks_failed": [f.__dict__ for f in outcome.failures],
+            "ranks_failed": failed,
         }
-    rank = error["rank"] if error else (cause.rank if cause else _first_not_none(stuck, first_silent_rank(events)))
-    launcher = next((f for f in outcome.failures if f.rank == rank), cause)
-    if error:
-        reason = error["error"]
-    elif outcome.stopped_by:
-        reason = f"job stopped: {outcome.stopped_by}" if " " in outcome.stopped_by else f"job stopped by {outcome.stopped_by}"
-    elif launcher and launcher.signal:
-        reason = f"killed by {launcher.signal}"
+    # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
+    own = first_error({r: [ev for ev in evs if not (ev.get("waiting") or ev.get("timeout"))] for r, evs in events.items()})
+    peer = first_error(events) if own is None else None
+    cause = root_cause(outcome.failures)
+    stuck = stuck_rank(events)
+    extra: dict[str, Any] = {}
+    if own:
+        rank, reason = own["rank"], own["error"]
+        extra["own_error"] = True
+    elif cause and cause.signal not in (None, "SIGTERM"):
+        rank, reason = cause.rank, f"killed by {cause.signal}"
+    elif peer and stuck is not None and stuck != peer["rank"]:
+        rank, what = stuck, "timed out waiting for it" if peer.get("timeout") else "lost it"
+        reason = f"rank {stuck} stopped in {failed_stage(events, stuck)}; rank {peer['rank']} {what}: {peer['error'][:300]}"
+        extra["hung"] = bool(peer.get("timeout"))
+    elif cause:
+        rank, reason = cause.rank, f"exit code {cause.exitcode}"
+    elif peer:
+        rank, reason = peer["rank"], peer["error"]
     else:
-        reason = f"exit code {launcher.exitcode if launcher else '?'}"
+        rank = _first_not_none(stuck, first_silent_rank(events))
+        reason = "no rank recorded an error"
+    if outcome.stopped_by and not own:
+        stop = outcome.stopped_by
+        reason = f"job stopped: {stop}" if " " in stop else f"job stopped by {stop}"
+    launcher = next((f for f in outcome.failures if f.rank == rank), None)
     return {
         "rank": rank,
         "stage": failed_stage(events, rank),
         "reason": reason,
         "exitcode": launcher.exitcode if launcher else None,
         "signal": launcher.signal if launcher else None,
-        "ranks_failed": [f.__dict__ for f in outcome.failures],
+        **extra,
+        "ranks_failed": failed,
     }
 
 
@@ -281,8 +284,9 @@ def assemble_result(
     settings = spec["settings"]
     events = read_events(job_dir)
     failure = _failure(outcome, events)
-    if failure and reason and not first_error(events):
-        failure["reason"] = reason
+    own_error = failure.pop("own_error", False) if failure else False
+    if failure and reason and not own_error:  # e.g. SLURM's verdict, before what the records say
+        failure["reason"] = f"{reason}; {failure['reason']}"
     result: dict[str, Any] = {
         "status": "completed" if outcome.ok else "failed",
         **job_meta(spec, job_dir),

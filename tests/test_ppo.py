@@ -58,13 +58,8 @@ def changed(job_dir: Path, role: str) -> set[str]:
     return {name for name in before if before[name] != after[name]}
 
 
-@pytest.mark.parametrize(("zero", "gpus"), [("stage0", 1), ("stage1", 2), ("stage2", 1), ("stage3", 2)])
-def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: RunApp, zero: str, gpus: int) -> None:
-    proc, result = run_app(f"zero={zero}", f"gpus={gpus}", "verify_weights=true", "ppo.steps=1", "wandb.mode=disabled")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert result is not None
-    assert_complete_result(result, gpus, int(zero.removeprefix("stage")))  # every stage measured, figures plausible
-    assert "ppo1.train_actor" in proc.stdout and "node Δ GiB" in proc.stdout  # the printed table
+def assert_ppo_step(result: dict, gpus: int) -> None:
+    """A completed job's PPO step: measured stages, finite losses, only adapters and the value head trained."""
     rows = {row["stage"]: row for row in result["stages"]}
     for part in PPO_PARTS:
         row = rows[f"ppo1.{part}"]
@@ -78,3 +73,14 @@ def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: R
     assert actor and all("lora_" in name for name in actor)  # frozen base weights stay as loaded
     assert critic and all("lora_" in name or name.startswith("v_head") for name in critic)
     assert not changed(job_dir, "ref") and not changed(job_dir, "reward")
+
+
+# ZeRO-2 at gpus 1 and 2 runs in tests/test_sweep_tracking.py (assert_ppo_step on each job)
+@pytest.mark.parametrize(("zero", "gpus"), [("stage0", 1), ("stage1", 2), ("stage3", 2)])
+def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: RunApp, zero: str, gpus: int) -> None:
+    proc, result = run_app(f"zero={zero}", f"gpus={gpus}", "verify_weights=true", "ppo.steps=1", "wandb.mode=disabled")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert result is not None
+    assert_complete_result(result, gpus, int(zero.removeprefix("stage")))  # every stage measured, figures plausible
+    assert "ppo1.train_actor" in proc.stdout and "node Δ GiB" in proc.stdout  # the printed table
+    assert_ppo_step(result, gpus)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import run_sweep_in
 from test_end_to_end import assert_complete_result
+from test_ppo import assert_ppo_step
 
 from rlhf_exp import report
 from rlhf_exp.tracking import wandb_run_dirs
@@ -22,15 +23,17 @@ FAKE_KEY = "local-3f9c2a7d1e5b4c8a9f0e6d2b7a1c5e9f3d8b2a6c"
 def sweep(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> tuple[Path, list[dict]]:
     sweep_dir = tmp_path_factory.mktemp("sweep2x2") / "sweep"
     secret = {"WANDB_API_KEY": FAKE_KEY}  # offline runs never need it; it must not reach any output either
-    proc, results = run_sweep_in(sweep_dir, ckpt_cache, "gpus=1,2", "loader=naive,low_mem", "wandb.mode=offline", env=secret)
+    overrides = ("gpus=1,2", "loader=naive,low_mem", "wandb.mode=offline", "verify_weights=true")
+    proc, results = run_sweep_in(sweep_dir, ckpt_cache, *overrides, env=secret)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(results) == 4
     return sweep_dir, results
 
 
-def test_every_job_completes_with_full_stage_records(sweep: tuple[Path, list[dict]]) -> None:
+def test_every_job_completes_with_full_stage_records_and_a_ppo_step(sweep: tuple[Path, list[dict]]) -> None:
     for result in sweep[1]:
         assert_complete_result(result, result["gpus"], 2)
+        assert_ppo_step(result, result["gpus"])  # ZeRO-2 at 1 and 2 ranks
 
 
 def test_one_offline_wandb_run_per_job_with_config_group_and_summary(sweep: tuple[Path, list[dict]]) -> None:
