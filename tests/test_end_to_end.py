@@ -44,7 +44,8 @@ def test_sharing_one_gpu_is_refused_without_gpus(run_app: RunApp) -> None:
 
 
 def test_killed_rank_fails_fast_with_stage_and_keeps_samples(run_app: RunApp) -> None:
-    proc, result = run_app("gpus=2", "fault.stage=critic.load", "fault.rank=1", "fault.mode=kill", timeout=300)
+    faults = ("fault.stage=critic.load", "fault.rank=1", "fault.mode=kill")
+    proc, result = run_app("gpus=2", *faults, "wandb.mode=disabled", timeout=300)
     assert proc.returncode == 1
     assert result["status"] == "failed"
     failure = result["failure"]
@@ -57,7 +58,7 @@ def test_killed_rank_fails_fast_with_stage_and_keeps_samples(run_app: RunApp) ->
 
 
 def test_raising_rank_names_its_error(run_app: RunApp) -> None:
-    proc, result = run_app("gpus=2", "fault.stage=ref.init", "fault.rank=0", timeout=300)
+    proc, result = run_app("gpus=2", "fault.stage=ref.init", "fault.rank=0", "wandb.mode=disabled", timeout=300)
     assert proc.returncode == 1
     assert result["failure"]["stage"] == "ref.init" and result["failure"]["rank"] == 0
     assert "injected fault in ref.init" in result["failure"]["reason"]

@@ -11,6 +11,7 @@ from conftest import assert_plan_holds, run_sweep_in
 from rlhf_exp.loaders import LOADERS
 
 ALL = ",".join(LOADERS)
+NO_WANDB = "wandb.mode=disabled"  # W&B is tested in test_sweep_tracking; here it would only cost seconds per job
 
 
 def weight_digests(result: dict) -> dict[str, dict[str, str]]:
@@ -33,7 +34,8 @@ def assert_same_weights_as_naive(results: list[dict]) -> None:
 
 
 def test_every_loader_gives_bit_identical_engine_weights(tmp_path: Path, ckpt_cache: Path) -> None:
-    proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, f"loader={ALL}", "gpus=2", "zero=stage3", "verify_weights=true")
+    overrides = (f"loader={ALL}", "gpus=2", "zero=stage3", "verify_weights=true", NO_WANDB)
+    proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [r["loader"] for r in results] == list(LOADERS)
     assert_same_weights_as_naive(results)
@@ -52,6 +54,7 @@ def test_loaders_at_four_ranks_without_lora(tmp_path: Path, ckpt_cache: Path) ->
         "lora=disabled",
         "verify_weights=true",
         "ppo.steps=0",  # weights after a PPO step are compared at 2 ranks above
+        NO_WANDB,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert_same_weights_as_naive(results)
@@ -64,7 +67,7 @@ def medium_runs(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> d
     """A ~200 MB bf16 checkpoint (engine dtype too, so memory-mapped weights need no copy): 4 loaders at 2 ranks,
     naive at 1. Only the actor is built: its load is what these tests read."""
     base = tmp_path_factory.mktemp("medium")
-    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2", "roles=[actor]", "ppo.steps=0")
+    common = ("model=medium", "model.checkpoint_dtype=bf16", "zero=stage2", "roles=[actor]", "ppo.steps=0", NO_WANDB)
     runs = {}
     for name, overrides in {
         "two": ("loader=naive,staggered,low_mem,rank0_broadcast", "gpus=2"),

@@ -16,7 +16,7 @@ from rlhf_exp.job import completed_result
 from rlhf_exp.tracking import wandb_run_dirs
 from rlhf_exp.wandb_offline import read_offline_run
 
-ACTOR_ONLY = ("roles=[actor]", "ppo.steps=0")  # the cheapest real job
+ACTOR_ONLY = ("roles=[actor]", "ppo.steps=0", "wandb.mode=disabled")  # the cheapest real job
 
 
 def assert_failed_cleanly(proc: subprocess.CompletedProcess, result: dict | None, stage: str) -> dict:
@@ -44,7 +44,7 @@ def test_hung_rank_is_blamed_after_the_distributed_timeout(run_app: RunApp) -> N
 def test_job_timeout_stops_a_hung_job_and_the_wandb_run_says_so(run_app: RunApp) -> None:
     # hanging in the first stage (before the process group exists, so no distributed timeout can end it)
     proc, result = run_app(
-        "gpus=1", *ACTOR_ONLY, "fault.stage=dist_init", "fault.mode=hang", "job_timeout_s=18", "wandb.mode=offline", timeout=300
+        "gpus=1", "roles=[actor]", "ppo.steps=0", "fault.stage=dist_init", "fault.mode=hang", "job_timeout_s=18", timeout=300
     )
     failure = assert_failed_cleanly(proc, result, "dist_init")
     assert failure["rank"] == 0 and "job_timeout_s=18 exceeded" in failure["reason"]
@@ -101,7 +101,7 @@ def test_a_file_that_cannot_grow_fails_the_job_and_keeps_what_was_written(tmp_pa
 
 def test_rerunning_a_sweep_keeps_complete_jobs_and_reruns_failed_ones(tmp_path: Path, ckpt_cache: Path) -> None:
     sweep = tmp_path / "sweep"
-    args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "wandb.mode=disabled", "loader=auto")
+    args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "loader=auto")
     proc, first = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0 and [r["status"] for r in first] == ["completed", "failed"]
     # loader=auto: the planner's pick, the fastest loader whose plan fits (plenty of room for the tiny model)
