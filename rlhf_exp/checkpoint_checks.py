@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from transformers import AutoConfig, LlamaForCausalLM, LlamaModel
+from transformers import AutoConfig
 
-from rlhf_exp.checkpoints import VALUE_HEAD_FILE, CheckpointKind, weight_files
+from rlhf_exp.checkpoints import VALUE_HEAD_FILE, CheckpointKind, meta_model, weight_files
 from rlhf_exp.settings import ConfigError
 
 Shapes = dict[str, tuple[int, ...]]
@@ -46,9 +46,7 @@ def expected_shapes(key: str, path: Path, kind: CheckpointKind) -> Shapes:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError, json.JSONDecodeError) as err:
         raise ConfigError(f"{key}: {path}/config.json is unreadable ({str(err).splitlines()[0][:200]})") from None
-    with torch.device("meta"):
-        model = (LlamaForCausalLM if kind == "causal_lm" else LlamaModel)(config)
-    return {k: tuple(v.shape) for k, v in model.state_dict().items() if "rotary_emb" not in k}
+    return {k: tuple(v.shape) for k, v in meta_model(config, kind).state_dict().items() if "rotary_emb" not in k}
 
 
 def _base_name(name: str) -> str:

@@ -17,7 +17,7 @@ from typing import Literal
 
 import torch
 from safetensors.torch import save_file
-from transformers import LlamaForCausalLM, LlamaModel
+from transformers import LlamaForCausalLM, LlamaModel, PretrainedConfig
 
 from rlhf_exp.presets import preset_config
 
@@ -85,17 +85,25 @@ def _write_shards(shapes: dict[str, torch.Size], out: Path, dtype: torch.dtype, 
         )
 
 
+def model_class(kind: CheckpointKind) -> type[LlamaForCausalLM] | type[LlamaModel]:
+    return LlamaForCausalLM if kind == "causal_lm" else LlamaModel
+
+
+def meta_model(config: PretrainedConfig, kind: CheckpointKind) -> LlamaForCausalLM | LlamaModel:
+    """The architecture a checkpoint of `kind` holds, built on the meta device: shapes, no memory."""
+    with torch.device("meta"):
+        return model_class(kind)(config)
+
+
 def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path, seed: int = 0) -> Path:
     """Write a random-weight checkpoint of a preset shape to `out` (atomically, via a temp dir)."""
     config = preset_config(preset)
     config.dtype = DTYPES[dtype]
-    model_cls = LlamaForCausalLM if kind == "causal_lm" else LlamaModel
-    with torch.device("meta"):
-        shapes = {k: v.shape for k, v in model_cls(config).state_dict().items()}
+    shapes = {k: v.shape for k, v in meta_model(config, kind).state_dict().items()}
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    config.architectures = [model_cls.__name__]
+    config.architectures = [model_class(kind).__name__]
     config.save_pretrained(tmp)
     _write_shards(shapes, tmp, DTYPES[dtype], seed)
     if kind == "value":

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, LlamaForCausalLM, LlamaModel, PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
 
 from rlhf_exp import kernel_memory
-from rlhf_exp.checkpoints import ROLE_CHECKPOINT, ROLE_KIND, weight_files
+from rlhf_exp.checkpoints import ROLE_CHECKPOINT, ROLE_KIND, meta_model, weight_files
 from rlhf_exp.gpu_memory import Nvml
 from rlhf_exp.plan import DTYPE_BYTES, RoleShape
 from rlhf_exp.presets import preset_config
@@ -41,12 +41,14 @@ def _lora_params(model: nn.Module, lora: LoraSettings) -> int:
 def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
     """RoleShape per role; checkpoint dirs that do not exist yet (ungenerated presets) are sized from the preset."""
     shapes = {}
+    models: dict[str, nn.Module] = {}  # one meta model per checkpoint: ref shares the actor's, reward the critic's
     for role in settings.roles:
         which = ROLE_CHECKPOINT[role]
         ckpt = checkpoints.get(which)
-        config = _config(getattr(settings.model, which), ckpt)
-        with torch.device("meta"):
-            model = (LlamaForCausalLM if ROLE_KIND[role] == "causal_lm" else LlamaModel)(config)
+        if which not in models:
+            models[which] = meta_model(_config(getattr(settings.model, which), ckpt), ROLE_KIND[role])
+        model = models[which]
+        config = model.config
         base = sum(p.numel() for p in model.parameters())
         lora = _lora_params(model, settings.lora) if role in TRAIN_ROLES else 0  # frozen roles get no adapters
         head = config.hidden_size if ROLE_KIND[role] == "value" else 0
