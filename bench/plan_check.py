@@ -45,8 +45,7 @@ def replan(result: dict) -> dict:
 
     settings = RunSettings.model_validate({**result["config"], "loader": {"name": result["loader"], "group_size": 1}})
     old = result["plan"]
-    base = (old["base_rank_gib"] * GIB, old["stages"][0]["node_peak_gib"] * GIB / result["gpus"])
-    plan = make_plan(settings, result["loader"], role_shapes(settings, {}), result["device"], base)
+    plan = make_plan(settings, result["loader"], role_shapes(settings, {}), result["device"], old["base_rank_gib"] * GIB)
     return {**result, "plan": {**old, **plan.to_dict()}}
 
 

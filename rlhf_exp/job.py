@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from omegaconf import DictConfig
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
@@ -21,8 +20,8 @@ from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
 from rlhf_exp.job_guard import STOP_REASON_FILE, JobGuard
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
-from rlhf_exp.plan_fit import all_plans, capacity, choose, first_misfit, peak
-from rlhf_exp.plan_inputs import base_rank_bytes, gpu_total_bytes, host_available_bytes, role_shapes
+from rlhf_exp.plan_fit import choose, first_misfit, peak
+from rlhf_exp.plan_inputs import plans_here
 from rlhf_exp.results import (
     GIB,
     failed_stage,
@@ -164,11 +163,7 @@ def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -
     """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan.
 
     Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check)."""
-    shapes = role_shapes(settings, dict(checkpoints))
-    base = base_rank_bytes(device, Path(settings.model.cache_dir))
-    plans = all_plans(settings, shapes, device, base)
-    gpus_visible = torch.cuda.device_count() if device == "cuda" else 0
-    cap = capacity(settings, device, host_available_bytes(), gpu_total_bytes() if device == "cuda" else None, gpus_visible)
+    plans, cap = plans_here(settings, device, dict(checkpoints))
     requested, loader = settings.loader.name, choose(settings, plans, cap)
     settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})
     misfit = first_misfit(plans[loader], cap)

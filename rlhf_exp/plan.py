@@ -160,22 +160,21 @@ def init_cost(
     return transient, after
 
 
-def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], device: str, base: tuple[float, float]) -> Plan:
-    """Every engine stage of a job with `loader`. base: (RSS, private) bytes of a rank before any model."""
+def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], device: str, base_rss: float) -> Plan:
+    """Every engine stage of a job with `loader`. base_rss: a rank's RSS before any model, in bytes."""
     n, on_gpu = settings.gpus, device == "cuda"
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
     g = min(settings.loader.group_size, n)
-    base_rss, _ = base
     plan = Plan(loader=loader, ranks=n, device=device, base_rank_gib=_gib(base_rss))
     plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(n * base_rss), 0.0))
     held = [RankMemory() for _ in range(n)]  # what each rank holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
         costs = [load_cost(loader, shape, e, convert, n, on_gpu, r) for r in range(n)]
-        _add_stage(plan, engine_stage(role, "load"), held, costs, base, loader == "staggered", g)
+        _add_stage(plan, engine_stage(role, "load"), held, costs, base_rss, loader == "staggered", g)
         load_held = [after for _, after in costs]
         costs = [init_cost(loader, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r) for r in range(n)]
-        _add_stage(plan, engine_stage(role, "init"), held, costs, base, False, g)  # init's transient counts the loaded model
+        _add_stage(plan, engine_stage(role, "init"), held, costs, base_rss, False, g)  # init's transient counts the loaded model
         held = [held[r].plus(costs[r][1]) for r in range(n)]
     return plan
 
@@ -185,12 +184,11 @@ def _add_stage(
     name: str,
     held: list[RankMemory],
     costs: list[tuple[RankMemory, RankMemory]],
-    base: tuple[float, float],
+    base_rss: float,
     staggered: bool,
     group: int,
 ) -> None:
     """One stage's figures from what ranks held before it and each rank's (transient, held after)."""
-    base_rss, _ = base
     n = len(held)
     peaks = [held[r].plus(costs[r][0]) for r in range(n)]
     rank_rise = max(p.host_private + p.host_mapped for p in peaks)

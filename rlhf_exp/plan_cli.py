@@ -8,7 +8,6 @@ that does not fit, then one line per loader.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from rich.console import Console
@@ -33,21 +32,16 @@ def main(overrides: list[str]) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    import torch
-
     from rlhf_exp.checkpoints import existing_checkpoint
-    from rlhf_exp.plan_fit import all_plans, capacity, first_misfit, peak, pick
-    from rlhf_exp.plan_inputs import base_rank_bytes, gpu_total_bytes, host_available_bytes, role_shapes
+    from rlhf_exp.plan_fit import first_misfit, peak, pick
+    from rlhf_exp.plan_inputs import plans_here
 
     m = settings.model
     checkpoints = {
         role: existing_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
         for role, spec, kind in (("actor", m.actor, "causal_lm"), ("critic", m.critic, "value"))
     }
-    shapes = role_shapes(settings, checkpoints)
-    plans = all_plans(settings, shapes, device, base_rank_bytes(device, Path(m.cache_dir)))
-    gpus = torch.cuda.device_count() if device == "cuda" else 0
-    cap = capacity(settings, device, host_available_bytes(), gpu_total_bytes() if device == "cuda" else None, gpus)
+    plans, cap = plans_here(settings, device, checkpoints)
     name = pick(settings, plans, cap)
     plan, misfit = plans[name], first_misfit(plans[name], cap)
     console = Console(width=160)

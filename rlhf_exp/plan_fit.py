@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlhf_exp.plan import GIB, Plan, RoleShape, make_plan
-from rlhf_exp.settings import LOADER_NAMES, ROLES, ConfigError, RunSettings, role_stage
+from rlhf_exp.settings import AUTO_LOADER, LOADER_NAMES, ROLES, ConfigError, RunSettings, role_stage
 
 # fastest first, from the measured load times in bench/RESULTS.md (staggered serializes the ranks)
 AUTO_ORDER = ("direct", "low_mem", "rank0_broadcast", "zero3_init", "naive", "staggered")
@@ -34,8 +34,8 @@ def usable_loaders(settings: RunSettings) -> list[str]:
     return [name for name in AUTO_ORDER if name != "zero3_init" or stage3]
 
 
-def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], device: str, base: tuple[float, float]) -> dict[str, Plan]:
-    return {name: make_plan(settings, name, shapes, device, base) for name in usable_loaders(settings)}
+def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], device: str, base_rss: float) -> dict[str, Plan]:
+    return {name: make_plan(settings, name, shapes, device, base_rss) for name in usable_loaders(settings)}
 
 
 def peak(plan: Plan) -> float:
@@ -44,7 +44,7 @@ def peak(plan: Plan) -> float:
 
 def pick(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
     """The configured loader, or for auto the fastest whose plan fits (the least hungry when none does)."""
-    if settings.loader.name != "auto":
+    if settings.loader.name != AUTO_LOADER:
         return settings.loader.name
     fitting = [name for name, plan in plans.items() if first_misfit(plan, cap) is None]
     return fitting[0] if fitting else min(plans, key=lambda n: peak(plans[n]))
@@ -57,7 +57,7 @@ def choose(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
     """
     name = pick(settings, plans, cap)
     misfit = first_misfit(plans[name], cap)
-    if misfit is None or (not settings.plan.fit_check and settings.loader.name != "auto"):
+    if misfit is None or (not settings.plan.fit_check and settings.loader.name != AUTO_LOADER):
         return name
     stage, where, need, have = misfit
     fitting = [n for n, plan in plans.items() if first_misfit(plan, cap) is None]
@@ -70,4 +70,4 @@ def choose(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
 
 def capacity(settings: RunSettings, device: str, host_available: float, gpu_total: float | None, gpus_visible: int) -> Capacity:
     ranks_per_gpu = -(-settings.gpus // gpus_visible) if device == "cuda" and gpus_visible else 1
-    return Capacity(host_available * settings.plan.host_fraction, gpu_total if device == "cuda" else None, ranks_per_gpu)
+    return Capacity(host_available * settings.plan.host_fraction, gpu_total, ranks_per_gpu)

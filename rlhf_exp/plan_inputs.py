@@ -15,7 +15,8 @@ from transformers import AutoConfig, PretrainedConfig
 from rlhf_exp import kernel_memory
 from rlhf_exp.checkpoints import ROLE_CHECKPOINT, ROLE_KIND, meta_model, weight_files
 from rlhf_exp.gpu_memory import Nvml
-from rlhf_exp.plan import DTYPE_BYTES, RoleShape
+from rlhf_exp.plan import DTYPE_BYTES, Plan, RoleShape
+from rlhf_exp.plan_fit import Capacity, all_plans, capacity
 from rlhf_exp.presets import preset_config
 from rlhf_exp.settings import TRAIN_ROLES, CheckpointSpec, LoraSettings, RunSettings
 
@@ -70,13 +71,12 @@ import json, torch, deepspeed, transformers, peft
 from rlhf_exp import kernel_memory
 if {cuda}:
     torch.zeros(1, device="cuda")
-s, m = kernel_memory.process_status(), kernel_memory.process_smaps()
-print(json.dumps({{"rss": s["VmRSS"], "private": m.get("Pss_Anon", 0)}}))
+print(json.dumps({{"rss": kernel_memory.process_status()["VmRSS"]}}))
 """
 
 
-def base_rank_bytes(device: str, cache_dir: Path) -> tuple[float, float]:
-    """(RSS, private) of a fresh process that imported what a rank imports (and made a CUDA context on GPU).
+def base_rank_bytes(device: str, cache_dir: Path) -> float:
+    """The RSS of a fresh process that imported what a rank imports (and made a CUDA context on GPU).
 
     Measured once per environment (torch version, device) and cached: a rank's footprint before any model.
     """
@@ -88,12 +88,17 @@ def base_rank_bytes(device: str, cache_dir: Path) -> tuple[float, float]:
         cache.parent.mkdir(parents=True, exist_ok=True)
         cache.write_text(out.stdout.strip().splitlines()[-1])
     got = json.loads(cache.read_text())
-    return float(got["rss"]), float(got["private"])
+    return float(got["rss"])
 
 
 def host_available_bytes() -> int:
     return kernel_memory.node_total_bytes() - kernel_memory.node_used_bytes()
 
 
-def gpu_total_bytes() -> int | None:
-    return Nvml().total_bytes(0)
+def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Capacity]:
+    """Every usable loader's plan for this config, and what this machine offers them."""
+    shapes = role_shapes(settings, checkpoints)
+    plans = all_plans(settings, shapes, device, base_rank_bytes(device, Path(settings.model.cache_dir)))
+    if device != "cuda":
+        return plans, capacity(settings, device, host_available_bytes(), None, 0)
+    return plans, capacity(settings, device, host_available_bytes(), Nvml().total_bytes(0), torch.cuda.device_count())

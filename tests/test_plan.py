@@ -17,7 +17,7 @@ from rlhf_exp.plan_fit import Capacity, all_plans, choose, first_misfit
 from rlhf_exp.plan_inputs import role_shapes
 from rlhf_exp.settings import ConfigError
 
-BASE = (0.5 * GIB, 0.4 * GIB)  # a rank's footprint before any model, as capacity.base_rank_bytes measures it
+BASE_RSS = 0.5 * GIB  # a rank's footprint before any model, as plan_inputs.base_rank_bytes measures it
 
 
 def plan_cli(cache: Path, *overrides: str) -> subprocess.CompletedProcess:
@@ -49,7 +49,7 @@ def test_a_plan_that_does_not_fit_stops_the_job_before_any_rank(run_app: RunApp)
 
 def test_auto_picks_the_fastest_loader_that_fits_and_the_fit_check_names_it() -> None:
     settings = compose_settings("model=llama-7b", "gpus=8", "loader=auto")
-    plans = all_plans(settings, role_shapes(settings, {}), "cuda", BASE)  # sizes from the preset, no checkpoint
+    plans = all_plans(settings, role_shapes(settings, {}), "cuda", BASE_RSS)  # sizes from the preset, no checkpoint
     node = {name: max(st.node_peak_gib for st in plan.stages) for name, plan in plans.items()}
     assert node["naive"] > 8 * 4 * 6.7 > node["staggered"] > node["direct"]  # 8 fp32 copies of a 6.7B actor
     roomy = Capacity(host_bytes=2000 * GIB, gpu_bytes=140 * GIB)
