@@ -18,7 +18,7 @@ from rlhf_exp import kernel_memory
 from rlhf_exp.checkpoint_checks import check_checkpoint
 from rlhf_exp.checkpoints import checkpoint_bytes, resolve_checkpoint
 from rlhf_exp.device import resolve_device
-from rlhf_exp.job_guard import STOP_REASON_FILE, JobGuard
+from rlhf_exp.job_guard import JobGuard
 from rlhf_exp.launch import LaunchOutcome, launch_ranks, root_cause, start_watcher, stop_watcher
 from rlhf_exp.plan_fit import choose, first_misfit, peak
 from rlhf_exp.plan_inputs import plans_here
@@ -33,10 +33,9 @@ from rlhf_exp.results import (
     summarize,
 )
 from rlhf_exp.settings import ROLES, RunSettings, to_plain, validate
-from rlhf_exp.stage_recorder import WATCHER_PID_FILE
 from rlhf_exp.table import print_result
 from rlhf_exp.tracking import Tracker
-from rlhf_exp.watcher import WATCHER_ERROR_FILE
+from rlhf_exp.watcher import STOP_REASON_FILE, WATCHER_ERROR_FILE, WATCHER_PID_FILE
 
 CPU_NOTE = (
     "device=cpu: the host is the device. Weights a GPU run would move off the host stay in host "
@@ -73,10 +72,6 @@ def clear_job_dir(job_dir: Path) -> None:
         extra.unlink()
 
 
-def _first_not_none(*values: int | None) -> int | None:
-    return next((v for v in values if v is not None), None)
-
-
 def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
     """Who failed first, in which stage, and why.
 
@@ -87,14 +82,15 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     if outcome.ok:
         return None
     failed = [f.__dict__ for f in outcome.failures]
-    if outcome.stop_process:  # not a rank's fault: name the process and the stage the ranks were in
+    guard = outcome.guard_stop
+    if guard and guard.process:  # not a rank's fault: name the process and the stage the ranks were in
         return {
             "rank": None,
-            "process": outcome.stop_process,
+            "process": guard.process,
             "stage": failed_stage(events, None) or "launch",  # "launch": before any rank began a stage
-            "reason": f"job stopped: {outcome.stopped_by}",
+            "reason": f"job stopped: {guard.reason}",
             "exitcode": None,
-            "signal": outcome.stop_signal,
+            "signal": guard.signal,
             "ranks_failed": failed,
         }
     # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
@@ -117,11 +113,10 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     elif peer:
         rank, reason = peer["rank"], peer["error"]
     else:
-        rank = _first_not_none(stuck, first_silent_rank(events))
+        rank = stuck if stuck is not None else first_silent_rank(events)
         reason = "no rank recorded an error"
     if outcome.stopped_by and not own:
-        stop = outcome.stopped_by
-        reason = f"job stopped: {stop}" if " " in stop else f"job stopped by {stop}"
+        reason = f"job stopped: {guard.reason}" if guard else f"job stopped by {outcome.stopped_by}"
     launcher = next((f for f in outcome.failures if f.rank == rank), None)
     return {
         "rank": rank,
@@ -134,9 +129,10 @@ def _failure(outcome: LaunchOutcome, events: dict[int, list[dict[str, Any]]]) ->
     }
 
 
-def prepare_job(cfg: DictConfig, job_dir: Path) -> dict[str, Any]:
-    """Validate, pick device/backend, generate checkpoints and write spec.json: all before any rank starts."""
-    settings = validate(cfg)  # ConfigError (one line)
+def prepare_job(cfg: DictConfig, job_dir: Path, settings: RunSettings | None = None) -> dict[str, Any]:
+    """Validate (unless the caller did: `settings`), pick device/backend, generate checkpoints and write
+    spec.json: all before any rank starts."""
+    settings = settings or validate(cfg)  # ConfigError (one line)
     device, backend = resolve_device(settings)
     clear_job_dir(job_dir)
     checkpoints = prepare_checkpoints(settings)
@@ -205,7 +201,7 @@ def run_job(cfg: DictConfig, job_dir: Path, tracker: Tracker, labels: dict[str, 
     if previous:
         print(f"skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
         return previous
-    spec = prepare_job(cfg, job_dir)
+    spec = prepare_job(cfg, job_dir, settings)
     tracker.start(
         spec["config"],
         {"group": "single", "name": job_dir.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})},
@@ -248,8 +244,8 @@ def measure(spec: dict[str, Any], job_dir: Path) -> dict[str, Any]:
         "cgroup": cgroup.describe(),
         "cgroup_hwm_gib": round(cgroup.peak_bytes() / GIB, 4) if cgroup_reset and cgroup.peak_bytes() else None,
     }
-    if guard.reason and outcome.stopped_by:  # the guard stopped it: say why, not just "SIGTERM"
-        outcome.stopped_by, outcome.stop_process, outcome.stop_signal = guard.reason, guard.process, guard.signal
+    if guard.stop and outcome.stopped_by:  # the guard stopped it: say why, not just "SIGTERM"
+        outcome.guard_stop = guard.stop
     return assemble_result(job_dir, outcome, time.time() - started, extra)
 
 

@@ -16,13 +16,17 @@ import threading
 import time
 from pathlib import Path
 
-from rlhf_exp.launch import raise_signal_exception
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
+from rlhf_exp.launch import JobStop
 from rlhf_exp.watcher import STOP_REASON_FILE, WATCHER_ERROR_FILE
 
 
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "running"
+def raise_signal_exception(signum: int, frame: object) -> None:
+    raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
+
+
+def describe_exit(code: int) -> str:
     return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
 
 
@@ -31,9 +35,7 @@ class JobGuard:
         self.job_dir, self.watcher, self.poll_s = job_dir, watcher, poll_s
         self.deadline = time.monotonic() + timeout_s
         self.timeout_s = timeout_s
-        self.reason: str | None = None
-        self.signal: str | None = None
-        self.process: str | None = None  # set when a process other than a rank caused the stop
+        self.stop: JobStop | None = None  # set when the guard stopped the job
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="job-guard", daemon=True)
@@ -50,30 +52,28 @@ class JobGuard:
         self._thread.join()
         signal.signal(signal.SIGTERM, self._previous)
 
-    def check(self) -> str | None:
+    def check(self) -> JobStop | None:
         """Why the job must stop now, or None."""
         stop_file = self.job_dir / STOP_REASON_FILE
         if stop_file.exists():
-            self.process = "watchdog"
-            return json.loads(stop_file.read_text())["reason"]
+            return JobStop(json.loads(stop_file.read_text())["reason"], process="watchdog")
         code = self.watcher.poll()
         if code is not None:
-            self.signal = signal.Signals(-code).name if code < 0 else None
-            self.process = "watcher"
             error_file = self.job_dir / WATCHER_ERROR_FILE
             error = f", {error_file.read_text()[:300]}" if error_file.exists() else ""
-            return f"watcher process died ({describe_exit(code)}{error}): node memory was no longer recorded"
+            reason = f"watcher process died ({describe_exit(code)}{error}): node memory was no longer recorded"
+            return JobStop(reason, process="watcher", signal=signal.Signals(-code).name if code < 0 else None)
         if time.monotonic() > self.deadline:
-            return f"job_timeout_s={self.timeout_s:g} exceeded"
+            return JobStop(f"job_timeout_s={self.timeout_s:g} exceeded")
         return None
 
     def _run(self) -> None:
         while not self._done.wait(self.poll_s):
-            reason = self.check()
-            if reason:
+            stop = self.check()
+            if stop:
                 with self._lock:
                     if self._done.is_set():
                         return
-                    self.reason = reason
+                    self.stop = stop
                     os.kill(os.getpid(), signal.SIGTERM)
                 return

@@ -8,7 +8,6 @@ hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-from rlhf_exp.stage_recorder import WATCHER_PID_FILE
+from rlhf_exp.watcher import WATCHER_PID_FILE
 
 
 @dataclass
@@ -38,9 +37,17 @@ class LaunchOutcome:
     ok: bool
     failures: list[RankFailure] = field(default_factory=list)
     log_dir: Path | None = None
-    stopped_by: str | None = None  # what stopped the whole job: a signal (SIGTERM from a scheduler) or the guard's reason
-    stop_process: str | None = None  # not a rank but this process died and stopped the job (the watcher)
-    stop_signal: str | None = None
+    stopped_by: str | None = None  # the signal that stopped the whole job (SIGTERM from a scheduler or the guard)
+    guard_stop: JobStop | None = None  # why the job guard sent it
+
+
+@dataclass
+class JobStop:
+    """Why the job guard stopped a job: something outside the ranks."""
+
+    reason: str
+    process: str | None = None  # the process at fault (watcher, watchdog); None for the job's own limit
+    signal: str | None = None  # how that process died
 
 
 def start_watcher(
@@ -103,12 +110,12 @@ def _failures(err: ChildFailedError) -> list[RankFailure]:
     return out
 
 
-def raise_signal_exception(signum: int, frame: object) -> None:
-    raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
-
-
 def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutcome:
-    """Run `nprocs` ranks on this host to completion; failures carry rank, exit code and signal."""
+    """Run `nprocs` ranks on this host to completion; failures carry rank, exit code and signal.
+
+    Call it under a JobGuard: the guard makes SIGTERM raise SignalException (also before the agent installs
+    its own handler, during rendezvous), which ends here as `stopped_by`.
+    """
     log_dir = job_dir / "logs"
     config = LaunchConfig(
         min_nodes=1,
@@ -124,14 +131,10 @@ def launch_ranks(job_dir: Path, nprocs: int, env: dict[str, str]) -> LaunchOutco
         local_addr="127.0.0.1",
     )
     os.environ.update(env)  # inherited by the ranks
-    # a SIGTERM before the agent installs its own handler (during rendezvous) must not kill the job unrecorded
-    previous = signal.signal(signal.SIGTERM, raise_signal_exception)
     try:
         elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank_main", str(job_dir))
     except ChildFailedError as err:
         return LaunchOutcome(ok=False, failures=_failures(err), log_dir=log_dir)
     except SignalException as err:  # the job process itself was signalled: the agent has stopped the ranks
         return LaunchOutcome(ok=False, log_dir=log_dir, stopped_by=err.sigval.name)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return LaunchOutcome(ok=True, log_dir=log_dir)

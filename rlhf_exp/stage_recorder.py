@@ -23,8 +23,8 @@ import torch.distributed as dist
 
 from rlhf_exp import gpu_memory, kernel_memory
 from rlhf_exp.settings import FaultSettings
+from rlhf_exp.watcher import WATCHER_PID_FILE
 
-WATCHER_PID_FILE = "watcher.pid"
 TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
 
 

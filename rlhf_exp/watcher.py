@@ -78,6 +78,7 @@ def take_sample(finder: RankFinder, cgroup: kernel_memory.CgroupMemory, nvml: Nv
     return sample
 
 
+WATCHER_PID_FILE = "watcher.pid"  # written by launch.start_watcher; a kill_watcher fault reads it
 WATCHER_ERROR_FILE = "watcher_error.txt"
 STOP_REASON_FILE = "stop_reason.json"  # the watchdog's: read by job_guard.JobGuard
 
