@@ -21,7 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlhf_exp.stages import is_load_stage  # noqa: E402
+from rlhf_exp.results import load_time_s  # noqa: E402
 
 
 def load_results(sweep_dir: Path) -> list[dict[str, Any]]:
@@ -65,12 +65,8 @@ def node_peak_figure(results: list[dict[str, Any]]) -> plt.Figure:
     )
 
 
-def load_time(result: dict[str, Any]) -> float:
-    return sum(s["duration_s"] or 0 for s in result["stages"] if is_load_stage(s["stage"]))
-
-
 def load_time_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    return _lines_vs_gpus(results, load_time, "seconds (sum of the four .load stages)", "Load time")
+    return _lines_vs_gpus(results, load_time_s, "seconds (sum of the four .load stages)", "Load time")
 
 
 def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
@@ -107,7 +103,7 @@ FIGURES = (
 def render(results: list[dict[str, Any]], title: str) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(r['loader'])}</td><td>{r['gpus']}</td><td>{r['status']}</td>"
-        f"<td>{r.get('node_peak_gib')}</td><td>{load_time(r):.2f}</td></tr>"
+        f"<td>{r.get('node_peak_gib')}</td><td>{load_time_s(r):.2f}</td></tr>"
         for r in results
     )
     figures = "".join(

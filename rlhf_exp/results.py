@@ -11,9 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rlhf_exp.stages import is_load_stage
+
 GIB = 1024**3
 # what a stage reports about itself (rank 0's figures)
 STAGE_FACTS = ("params", "trainable_params", "zero_stage", "tokens", "actor_loss", "critic_loss", "reward_mean", "kl")
+
+
+def load_time_s(result: dict[str, Any]) -> float:
+    """Seconds spent in the `.load` stages of a result: what the loaders cost in time."""
+    return sum(s["duration_s"] or 0 for s in result.get("stages", []) if is_load_stage(s["stage"]))
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlhf_exp.results import GIB
-from rlhf_exp.stages import is_load_stage
+from rlhf_exp.results import GIB, load_time_s
 
 # per-stage figures copied into the W&B summary as mem/<stage>/<key>
 SUMMARY_KEYS = (
@@ -50,7 +49,7 @@ def summary_of(result: dict[str, Any]) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "status": result["status"],
         "node_peak_gib": result.get("node_peak_gib"),
-        "load_time_s": sum(r["duration_s"] or 0 for r in result.get("stages", []) if is_load_stage(r["stage"])),
+        "load_time_s": load_time_s(result),
     }
     if result.get("failure"):
         summary.update({f"failure/{k}": result["failure"][k] for k in ("stage", "rank", "reason", "signal")})
