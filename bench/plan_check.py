@@ -2,7 +2,7 @@
 
     python bench/plan_check.py <sweep dir> [...] [--out FILE]
 
-Figures: rlhf_exp.plan_compare (the plan each job stored beside its measurement, and the job's own
+Figures: rlhf_exp.plan.compare (the plan each job stored beside its measurement, and the job's own
 kernel/torch.cuda readings). The tolerance line is the one the CPU tests assert.
 """
 
@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rlhf_exp.plan_compare import ABS_TOL_GIB, REL_TOL, compare
+from rlhf_exp.plan.compare import ABS_TOL_GIB, REL_TOL, compare
 
 
 def job_table(result: dict) -> str:
@@ -39,9 +39,9 @@ def job_table(result: dict) -> str:
 def replan(result: dict) -> dict:
     """The result with its plan recomputed by today's formulas (shapes from the config's presets, the base
     footprint the job measured), to compare formulas changed after a run against that run's measurements."""
-    from rlhf_exp.plan import GIB, make_plan
-    from rlhf_exp.plan_inputs import role_shapes
-    from rlhf_exp.settings import RunSettings
+    from rlhf_exp.config.schema import RunSettings
+    from rlhf_exp.plan.formulas import GIB, make_plan
+    from rlhf_exp.plan.inputs import role_shapes
 
     settings = RunSettings.model_validate({**result["config"], "loader": {"name": result["loader"], "group_size": 1}})
     old = result["plan"]

@@ -1,3 +1,3 @@
-from rlhf_exp.app import main
+from rlhf_exp.cli.main import main
 
 main()

@@ -1,4 +1,5 @@
-"""Shared helpers: run the real app as a subprocess into a tmp dir, with one checkpoint cache per session."""
+"""Shared helpers: compose configs in-process (unit), run the real app as a subprocess into a tmp dir (e2e),
+with one checkpoint cache per session."""
 
 from __future__ import annotations
 
@@ -13,6 +14,14 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def compose_settings(*overrides: str) -> Any:
+    """The validated settings of `python -m rlhf_exp <overrides>`, composed in-process."""
+    from rlhf_exp.config.compose import compose_config
+    from rlhf_exp.config.schema import validate
+
+    return validate(compose_config(list(overrides)))
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +69,7 @@ def assert_plan_holds(result: dict[str, Any]) -> None:
     """The plan stored beside the measurement is within the stated tolerance (rlhf_exp/plan_compare.py):
     every rank's peak rise both ways; the node peak of load stages one way (never under-planned), because
     identical jobs on a small shared box differ by up to ~0.4 GiB node-wide."""
-    from rlhf_exp.plan_compare import NODE_ABS_TOL_GIB, REL_TOL, compare
+    from rlhf_exp.plan.compare import NODE_ABS_TOL_GIB, REL_TOL, compare
 
     rows = compare(result)
     assert rows, "no plan beside the measurement"

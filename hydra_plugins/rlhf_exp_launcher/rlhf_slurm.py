@@ -2,10 +2,12 @@
 
 The stock launcher resolves resources once per multirun, so in `-m gpus=1,8` both jobs would get
 the same tasks and GPUs. This one submits each job on its own, sized from that job's `gpus`:
-ranks are SLURM tasks (tasks_per_node), nodes > 1 when gpus exceeds `gpus_per_node_max`, and
-gpus_per_node when GPUs are requested. srun runs with --kill-on-bad-exit, so one dead rank ends
-the step at once; the launcher then writes that job's failed result.json from what its ranks
-recorded, and the sweep goes on.
+nodes > 1 when gpus exceeds `gpus_per_node_max`, one SLURM task per node (that node's job process,
+the same driver as a local run: rlhf_exp/job/driver.py, which starts the node's ranks, watcher and
+guard), gpus_per_node when GPUs are requested. A job whose dir holds a completed result of the same
+config is not submitted (`resume`). srun runs with --kill-on-bad-exit, so one dead node task ends the
+step at once; when a step dies without a result (killed from outside), the launcher writes that job's
+failed result.json from what its ranks recorded, and the sweep goes on.
 """
 
 # No `from __future__ import annotations`: Hydra loads plugins outside sys.modules, where string
@@ -26,7 +28,7 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLaunche
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
-OWN_KEYS = {"gpus_per_node_max", "request_gpus", "srun_args"}
+OWN_KEYS = {"gpus_per_node_max", "request_gpus", "srun_args", "cpus_per_rank"}
 
 
 @dataclass
@@ -36,11 +38,13 @@ class RlhfSlurmConf(SlurmQueueConf):
     gpus_per_node_max: int = 8
     # ask SLURM for one GPU per rank: auto = unless the job's device is cpu
     request_gpus: str = "auto"
-    # extra srun arguments; --kill-on-bad-exit=1 is always added so a dead rank ends the step
+    # extra srun arguments; --kill-on-bad-exit=1 is always added so a dead node task ends the step
     srun_args: List[str] = field(default_factory=list)  # noqa: UP006
     timeout_min: int = 60
     mem_gb: Optional[int] = 16  # noqa: UP045
-    cpus_per_task: Optional[int] = 1  # noqa: UP045
+    # CPU cores per rank; a node's task gets cpus_per_rank x its ranks (unless cpus_per_task is set)
+    cpus_per_rank: int = 1
+    cpus_per_task: Optional[int] = None  # noqa: UP045
     # a sbatch line per entry: e.g. ["source ~/venv/bin/activate", "module load cuda"]
     setup: Optional[List[str]] = None  # noqa: UP006, UP045
 
@@ -48,13 +52,18 @@ class RlhfSlurmConf(SlurmQueueConf):
 ConfigStore.instance().store(group="hydra/launcher", name="rlhf_slurm", node=RlhfSlurmConf, provider="rlhf_exp")
 
 
-def job_resources(gpus: int, per_node_max: int, request_gpus: bool) -> Dict[str, Any]:  # noqa: UP006
-    """nodes, tasks_per_node and gpus_per_node for one job's gpus."""
+def job_resources(gpus: int, per_node_max: int, request_gpus: bool, cpus_per_rank: int) -> Dict[str, Any]:  # noqa: UP006
+    """nodes, one task per node (the node's job process), its CPUs, and gpus_per_node for one job's gpus."""
     nodes = math.ceil(gpus / per_node_max)
     if gpus % nodes:
         raise ValueError(f"gpus: {gpus} does not split evenly over {nodes} nodes of at most {per_node_max}")
     per_node = gpus // nodes
-    return {"nodes": nodes, "tasks_per_node": per_node, "gpus_per_node": per_node if request_gpus else None}
+    return {
+        "nodes": nodes,
+        "tasks_per_node": 1,
+        "cpus_per_task": per_node * cpus_per_rank,
+        "gpus_per_node": per_node if request_gpus else None,
+    }
 
 
 class RlhfSlurmLauncher(SlurmLauncher):
@@ -68,22 +77,29 @@ class RlhfSlurmLauncher(SlurmLauncher):
         HydraConfig.instance().set_config(config)  # resolves ${hydra:...} in the sweep subdir
         return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
 
-    def _check(self, config: DictConfig) -> None:
-        from rlhf_exp.settings import ConfigError, validate
+    def _check(self, config: DictConfig) -> Any:
+        """The validated settings, before anything is submitted (a bad value: one line, exit 2)."""
+        from rlhf_exp.config.schema import ConfigError, validate
 
         plain = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
         with open_dict(plain):
             plain.pop("hydra", None)
         try:
-            validate(plain)
-        except ConfigError as err:  # before anything is submitted
+            return validate(plain)
+        except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
 
+    def _completed(self, config: DictConfig, job_dir: Path) -> Optional[Dict[str, Any]]:  # noqa: UP006, UP045
+        """The job dir's completed result of this very config (resume), else None."""
+        from rlhf_exp.config.schema import to_plain
+        from rlhf_exp.job.result import completed_result
+        from rlhf_exp.jobdir import JobDir
+
+        return completed_result(JobDir(job_dir), to_plain(config))
+
     def launch(self, job_overrides: Any, initial_job_idx: int) -> List[JobReturn]:  # noqa: UP006
         import submitit
-
-        from rlhf_exp.job import clear_job_dir
 
         executor = submitit.AutoExecutor(cluster="slurm", folder=self.params["submitit_folder"])
         base_keys = set(OmegaConf.structured(BaseQueueConf).keys())
@@ -92,18 +108,26 @@ class RlhfSlurmLauncher(SlurmLauncher):
             for k, v in self.params.items()
             if k not in OWN_KEYS | {"submitit_folder", "max_num_timeout", "setup"}
         }
-        setup = [*(self.params.get("setup") or []), "export RLHF_EXP_SLURM_TASKS=1"]
+        from rlhf_exp.job.placement import SLURM_NODE_TASK_MARKER
+
+        setup = [*(self.params.get("setup") or []), f"export {SLURM_NODE_TASK_MARKER}=1"]
         srun_args = ["--kill-on-bad-exit=1", *self.params.get("srun_args", [])]
-        submitted = []
+        submitted: List[Any] = []  # noqa: UP006
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self._job_config(list(overrides), idx)
-            self._check(config)
-            gpus = int(config.gpus)
+            settings = self._check(config)
+            job_dir = self._job_dir(config)
+            if settings.resume and self._completed(config, job_dir):
+                log.info(f"\t#{idx} : skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
+                submitted.append((None, list(overrides), config, job_dir))
+                continue
             request = self.params["request_gpus"]
             want_gpus = str(config.device) != "cpu" if request == "auto" else str(request).lower() == "true"
-            resources = job_resources(gpus, int(self.params["gpus_per_node_max"]), want_gpus)
-            job_dir = self._job_dir(config)
-            clear_job_dir(job_dir)
+            resources = job_resources(
+                settings.gpus, int(self.params["gpus_per_node_max"]), want_gpus, int(self.params["cpus_per_rank"])
+            )
+            if self.params.get("cpus_per_task"):
+                resources["cpus_per_task"] = int(self.params["cpus_per_task"])
             params = {**common, **resources, "slurm_setup": setup, "slurm_srun_args": srun_args, "name": f"rlhf_exp_{idx}"}
             executor.update_parameters(**params)
             job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
@@ -112,13 +136,18 @@ class RlhfSlurmLauncher(SlurmLauncher):
         return [self._collect(*entry) for entry in submitted]
 
     def _collect(self, job: Any, overrides: List[str], config: DictConfig, job_dir: Path) -> JobReturn:  # noqa: UP006
-        """Rank 0's JobReturn; a failed SLURM job gets its failed result.json written here."""
+        """Node 0's JobReturn; a SLURM job that died without a result gets its failed result.json written here."""
+        if job is None:  # skipped: already complete
+            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+            ret.return_value = "completed"
+            return ret
         try:
             return job.results()[0]
-        except Exception as exc:  # the step died: a rank raised, or was killed
-            from rlhf_exp.job import record_dead_job
+        except Exception as exc:  # the step died: a node task was killed, or raised
+            from rlhf_exp.job.result import record_dead_job
+            from rlhf_exp.jobdir import JobDir
 
-            result = record_dead_job(job_dir, f"SLURM job {job.job_id} {job.state}: {str(exc).splitlines()[0][:300]}")
+            result = record_dead_job(JobDir(job_dir), f"SLURM job {job.job_id} {job.state}: {str(exc).splitlines()[0][:300]}")
             log.warning(f"SLURM job {job.job_id} failed at stage {result['failure']['stage'] if result else '?'}")
             ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
             ret.return_value = "failed"

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from rlhf_exp.checkpoints import CheckpointKind
+from rlhf_exp.config.roles import CheckpointKind
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,13 @@ LOCAL_RANK_VAR = "RLHF_EXP_LOCAL_RANK"  # the node-local rank when LOCAL_RANK wa
 def node_local_rank() -> int:
     """This rank's index among the ranks of its node."""
     return int(os.environ.get(LOCAL_RANK_VAR, os.environ.get("LOCAL_RANK", 0)))
+
+
+def model_class(request: LoadRequest) -> type:
+    """The transformers Auto class a request's checkpoint kind is built with."""
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    return AutoModelForCausalLM if request.kind == "causal_lm" else AutoModel
 
 
 def node_world_size() -> int:

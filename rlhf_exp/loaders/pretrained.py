@@ -10,13 +10,8 @@ does what `low_mem` does.
 from __future__ import annotations
 
 from torch import nn
-from transformers import AutoModel, AutoModelForCausalLM
 
-from rlhf_exp.loaders.base import LoadRequest
-
-
-def model_class(request: LoadRequest) -> type:
-    return AutoModelForCausalLM if request.kind == "causal_lm" else AutoModel
+from rlhf_exp.loaders.base import LoadRequest, model_class
 
 
 def load_low_mem(request: LoadRequest) -> nn.Module:

@@ -16,8 +16,8 @@ from accelerate.utils import set_module_tensor_to_device
 from torch import nn
 from transformers import AutoConfig
 
-from rlhf_exp.loaders.base import LoadRequest, node_local_rank, node_world_size
-from rlhf_exp.loaders.pretrained import load_low_mem, model_class
+from rlhf_exp.loaders.base import LoadRequest, model_class, node_local_rank, node_world_size
+from rlhf_exp.loaders.pretrained import load_low_mem
 
 _node_group: dist.ProcessGroup | None = None
 

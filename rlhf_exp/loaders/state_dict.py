@@ -8,7 +8,7 @@ import torch
 from safetensors.torch import load as load_safetensors_bytes
 from torch import nn
 
-from rlhf_exp.checkpoints import weight_files
+from rlhf_exp.checkpoints.files import weight_files
 
 
 def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from torch import nn
 from transformers.integrations import HfDeepSpeedConfig
 
-from rlhf_exp.loaders.base import LoadRequest
-from rlhf_exp.loaders.pretrained import model_class
-from rlhf_exp.zero_config import zero_stage
+from rlhf_exp.config.deepspeed import zero_stage
+from rlhf_exp.loaders.base import LoadRequest, model_class
 
 
 def load_zero3_init(request: LoadRequest) -> nn.Module:

@@ -1,0 +1,114 @@
+"""Generated checkpoints: a preset's random-weight checkpoint written once to the cache, or a user's path resolved.
+
+Weights are streamed tensor by tensor into shards, so generating llama-13b needs ~one shard of RAM.
+The layout is checkpoints/files.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from rlhf_exp.checkpoints.files import COMPLETE_MARKER, VALUE_HEAD_FILE
+from rlhf_exp.checkpoints.meta import meta_model, model_class
+from rlhf_exp.config.presets import preset_config
+from rlhf_exp.config.roles import CheckpointKind
+from rlhf_exp.config.units import GIB, torch_dtype
+
+SHARD_BYTES = 2 * GIB
+
+
+def _random_tensor(name: str, shape: torch.Size, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+    if name.endswith("norm.weight"):  # RMSNorm scales start at one, as in a trained model's range
+        return torch.ones(shape, dtype=dtype)
+    return (torch.randn(shape, generator=gen) * 0.02).to(dtype)
+
+
+def _plan_shards(shapes: dict[str, torch.Size], dtype: torch.dtype) -> list[list[str]]:
+    """Group tensor names into shards of at most SHARD_BYTES (a tensor never spans shards)."""
+    shards: list[list[str]] = [[]]
+    size = 0
+    for name, shape in shapes.items():
+        nbytes = shape.numel() * dtype.itemsize
+        if shards[-1] and size + nbytes > SHARD_BYTES:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += nbytes
+    return shards
+
+
+def _write_shards(shapes: dict[str, torch.Size], out: Path, dtype: torch.dtype, seed: int) -> None:
+    """Generate and save one shard at a time, so RAM holds at most one shard."""
+    gen = torch.Generator().manual_seed(seed)
+    plan = _plan_shards(shapes, dtype)
+    names = (
+        ["model.safetensors"]
+        if len(plan) == 1
+        else [f"model-{i:05d}-of-{len(plan):05d}.safetensors" for i in range(1, len(plan) + 1)]
+    )
+    for fname, keys in zip(names, plan, strict=True):
+        shard = {k: _random_tensor(k, shapes[k], dtype, gen) for k in keys}
+        save_file(shard, out / fname, metadata={"format": "pt"})
+    if len(plan) > 1:
+        total = sum(s.numel() * dtype.itemsize for s in shapes.values())
+        weight_map = {k: fname for fname, keys in zip(names, plan, strict=True) for k in keys}
+        (out / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
+        )
+
+
+def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path, seed: int = 0) -> Path:
+    """Write a random-weight checkpoint of a preset shape to `out` (atomically, via a temp dir)."""
+    config = preset_config(preset)
+    config.dtype = torch_dtype(dtype)
+    shapes = {k: v.shape for k, v in meta_model(config, kind).state_dict().items()}
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config.architectures = [model_class(kind).__name__]
+    config.save_pretrained(tmp)
+    _write_shards(shapes, tmp, torch_dtype(dtype), seed)
+    if kind == "value":
+        gen = torch.Generator().manual_seed(seed + 1)
+        head = (torch.randn(1, config.hidden_size, generator=gen) * 0.02).to(torch_dtype(dtype))
+        save_file({"v_head.weight": head}, tmp / VALUE_HEAD_FILE, metadata={"format": "pt"})
+    (tmp / COMPLETE_MARKER).write_text("ok\n")
+    if out.exists():  # another job generated it meanwhile: keep theirs
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(out)
+    return out
+
+
+def preset_dir(preset: str, kind: CheckpointKind, dtype: str, cache_dir: str, seed: int = 0) -> Path:
+    """Where a preset's generated checkpoint lives (it may not exist yet)."""
+    return Path(cache_dir).expanduser() / f"{preset}-{kind}-{dtype}-seed{seed}"
+
+
+def existing_checkpoint(preset: str | None, path: str | None, kind: CheckpointKind, dtype: str, cache_dir: str) -> Path | None:
+    """The checkpoint directory if it is already on disk (nothing generated), else None."""
+    if path:
+        return Path(path).expanduser().resolve()
+    assert preset is not None
+    out = preset_dir(preset, kind, dtype, cache_dir)
+    return out if (out / COMPLETE_MARKER).exists() else None
+
+
+def resolve_checkpoint(
+    preset: str | None, path: str | None, kind: CheckpointKind, dtype: str, cache_dir: str, seed: int = 0
+) -> Path:
+    """The checkpoint directory for a role: the user's path, or the preset's (generated on first use)."""
+    if path:
+        return Path(path).expanduser().resolve()
+    assert preset is not None
+    out = preset_dir(preset, kind, dtype, cache_dir, seed)
+    if not (out / COMPLETE_MARKER).exists():
+        shutil.rmtree(out, ignore_errors=True)
+        generate_checkpoint(preset, kind, dtype, out, seed)
+    return out

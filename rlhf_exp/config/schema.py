@@ -1,0 +1,240 @@
+"""The validated shape of a composed config. Every check here runs before any rank starts.
+
+Pydantic turns types, ranges and choices into errors; `validate` turns the first one into a
+single line naming the key and the valid choices.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationToMissingValueError, MissingMandatoryValue, OmegaConfBaseException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rlhf_exp.config.presets import PRESETS
+from rlhf_exp.config.roles import ROLES
+from rlhf_exp.loaders.registry import LOADER_CHOICES, LOADERS
+
+
+class ConfigError(ValueError):
+    """A bad config value; its message is one line naming the key."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckpointSpec(Strict):
+    preset: str | None = None
+    path: str | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; valid: {', '.join(PRESETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _preset_or_path(self) -> CheckpointSpec:
+        if self.path:
+            p = Path(self.path).expanduser()
+            if not (p / "config.json").is_file():
+                raise ValueError(f"{self.path} is not a checkpoint directory (no config.json)")
+        elif not self.preset:
+            raise ValueError("set a preset or a path")
+        return self
+
+
+class ModelSettings(Strict):
+    actor: CheckpointSpec
+    critic: CheckpointSpec
+    checkpoint_dtype: Literal["fp32", "bf16", "fp16"] = "fp16"
+    cache_dir: str
+
+
+class RoleZero(Strict):
+    stage: Literal[0, 1, 2, 3] = 0
+    offload: bool = False
+    config_file: str | None = None
+
+    @field_validator("config_file")
+    @classmethod
+    def _file_exists(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).expanduser().is_file():
+            raise ValueError(f"no such ds_config file: {v}")
+        return v
+
+
+class ZeroSettings(Strict):
+    actor: RoleZero
+    critic: RoleZero
+    ref: RoleZero
+    reward: RoleZero
+    config_file: str | None = None  # zero=custom: shared by every role
+
+
+class LoraSettings(Strict):
+    enabled: bool
+    r: int = Field(gt=0)
+    alpha: float = Field(gt=0)
+    dropout: float = Field(ge=0, lt=1)
+    target_modules: list[str] = Field(min_length=1)
+    only_optimize_lora: bool
+
+
+class LoaderSettings(Strict):
+    name: str
+    group_size: int = Field(default=1, gt=0)  # used by strategies that take turns
+
+
+class TrainSettings(Strict):
+    micro_batch_size: int = Field(gt=0)
+    grad_accum: int = Field(gt=0)
+    lr: float = Field(gt=0)
+    weight_decay: float = Field(ge=0)
+
+
+class PpoSettings(Strict):
+    """PPO steps after the engine is built, with DeepSpeed-Chat's defaults (ppo_trainer.py)."""
+
+    steps: int = Field(default=1, ge=0, le=1000)
+    prompt_len: int = Field(default=16, gt=0)
+    answer_len: int = Field(default=16, gt=0)
+    kl_ctl: float = Field(default=0.1, ge=0)
+    clip_reward_value: float = Field(default=5.0, gt=0)
+    cliprange: float = Field(default=0.2, gt=0)
+    cliprange_value: float = Field(default=0.2, gt=0)
+    gamma: float = Field(default=1.0, ge=0, le=1)
+    lam: float = Field(default=0.95, ge=0, le=1)
+
+
+class WatcherSettings(Strict):
+    interval_s: float = Field(gt=0, le=10)
+    # stop the job when node memory (MemTotal - MemAvailable) crosses this share of MemTotal; null: never
+    max_node_fraction: float | None = Field(default=0.95, gt=0, le=1)
+
+
+class PlanSettings(Strict):
+    fit_check: bool = True  # refuse, before any rank starts, a job whose plan does not fit this machine
+    host_fraction: float = Field(default=0.9, gt=0, le=1)  # share of available host memory a plan may use
+
+
+class WandbSettings(Strict):
+    mode: Literal["online", "offline", "disabled"]
+    project: str
+    entity: str | None = None
+
+
+class FaultSettings(Strict):
+    """Deliberate failure of one rank in one stage: how faults are reproduced and tested."""
+
+    stage: str | None = None
+    rank: int = Field(default=0, ge=0)
+    mode: Literal["raise", "kill", "hang", "kill_watcher"] = "raise"
+
+
+class RunSettings(Strict):
+    model: ModelSettings
+    zero: ZeroSettings
+    lora: LoraSettings
+    loader: LoaderSettings
+    gpus: int = Field(gt=0, le=1024)
+    device: Literal["auto", "cuda", "cpu"]
+    dtype: Literal["fp32", "bf16", "fp16"]
+    backend: Literal["auto", "nccl", "gloo"]
+    share_gpus: bool = False
+    seed: int
+    train: TrainSettings
+    ppo: PpoSettings = PpoSettings()
+    plan: PlanSettings = PlanSettings()
+    watcher: WatcherSettings
+    dist_timeout_s: float = Field(gt=0)
+    job_timeout_s: float = Field(gt=0)
+    wandb: WandbSettings
+    fault: FaultSettings = FaultSettings()
+    verify_weights: bool = False
+    resume: bool = True
+    roles: list[Literal["actor", "ref", "critic", "reward"]] = Field(default=list(ROLES), min_length=1)
+
+    @field_validator("roles")
+    @classmethod
+    def _roles_in_engine_order(cls, v: list[str]) -> list[str]:
+        return [r for r in ROLES if r in v]  # DeepSpeed-Chat's build order, whatever the order given
+
+    @model_validator(mode="after")
+    def _ppo_needs_all_roles(self) -> RunSettings:
+        if self.ppo.steps and list(self.roles) != list(ROLES):
+            raise ValueError(
+                f"ppo.steps: a PPO step needs all four roles, but roles is {list(self.roles)}; "
+                "valid: ppo.steps=0, or roles=[actor,ref,critic,reward]"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _partitioned_loader_needs_stage3(self) -> RunSettings:
+        spec = LOADERS.get(self.loader.name)
+        if spec is None or not spec.partitioned:
+            return self
+        for role in ROLES:
+            stage = role_stage(getattr(self.zero, role))
+            if stage != 3:
+                raise ValueError(
+                    f"loader: {spec.name} needs ZeRO-3 for every role, but zero.{role} has stage {stage}; "
+                    "valid: zero=stage3, zero=stage3_offload, or another loader"
+                )
+        return self
+
+    @field_validator("loader")
+    @classmethod
+    def _known_loader(cls, v: LoaderSettings) -> LoaderSettings:
+        if v.name not in LOADER_CHOICES:
+            raise ValueError(f"unknown loader {v.name!r}; valid: {', '.join(LOADER_CHOICES)}")
+        return v
+
+    def all_roles_stage3(self) -> bool:
+        return all(role_stage(getattr(self.zero, role)) == 3 for role in ROLES)
+
+
+def role_stage(zero: RoleZero) -> int:
+    """A role's ZeRO stage: its preset's, or the one in its own ds_config JSON."""
+    if zero.config_file:
+        user = json.loads(Path(zero.config_file).expanduser().read_text())
+        return int(user.get("zero_optimization", {}).get("stage", 0))
+    return zero.stage
+
+
+def _format(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(p) for p in first["loc"])
+    msg = first["msg"].removeprefix("Value error, ")
+    got = first.get("input")
+    shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+    return f"{key}: {msg}{shown}" if key else f"{msg}{shown}"
+
+
+def to_plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config without Hydra's own node, as plain containers."""
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        raise ConfigError(f"{e.full_key}: missing value (set {e.full_key}=...)") from None
+    except InterpolationToMissingValueError as e:
+        source = e.msg.split("Missing mandatory value: ")[-1].split()[0]
+        raise ConfigError(f"{source}: missing value (set {source}=...; needed by {e.full_key})") from None
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"{getattr(e, 'full_key', '') or 'config'}: {e.msg.splitlines()[0]}") from None
+    assert isinstance(plain, dict)
+    plain.pop("hydra", None)
+    return plain
+
+
+def validate(cfg: DictConfig) -> RunSettings:
+    """Validate a composed config; raises ConfigError with a one-line message."""
+    try:
+        return RunSettings.model_validate(to_plain(cfg))
+    except ValidationError as e:
+        raise ConfigError(_format(e)) from None

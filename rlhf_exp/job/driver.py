@@ -1,0 +1,99 @@
+"""One Hydra job = one experiment, on one node or several. Read top to bottom: `run_job`.
+
+The same driver runs locally and under SLURM (one job process per node: rlhf_exp/job/placement.py):
+node 0 validates, prepares checkpoints and the plan (prepare.py) and writes spec.json; every node
+then starts its watcher and its ranks under the job guard (guard.py); node 0 writes result.json
+(result.py), prints the table and finishes the tracked run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+from torch.distributed.elastic.multiprocessing.api import SignalException
+
+from rlhf_exp.config.schema import to_plain, validate
+from rlhf_exp.config.units import gib
+from rlhf_exp.job.failure import LaunchOutcome
+from rlhf_exp.job.guard import JobGuard
+from rlhf_exp.job.launch import launch_ranks, start_watcher, stop_watcher
+from rlhf_exp.job.placement import Placement, placement_here
+from rlhf_exp.job.prepare import prepare_job
+from rlhf_exp.job.result import assemble_result, completed_result, job_meta
+from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.memory import kernel
+from rlhf_exp.report.summary import summarize
+from rlhf_exp.report.table import print_result
+from rlhf_exp.report.tracking import Tracker
+
+
+def run_job(cfg: DictConfig, path: Path, tracker: Tracker, labels: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """One job on this node; returns the result on node 0 (None on the others).
+
+    `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker.
+    Raises ConfigError (one line) before anything starts when a check fails."""
+    settings = validate(cfg)
+    placement = placement_here(settings.gpus)
+    job_dir = JobDir(path)
+    if not placement.first:  # node 0 prepares; this node runs its share of the ranks
+        spec = job_dir.wait_for_spec(placement.run_id, settings.job_timeout_s)
+        outcome, _ = measure(spec, job_dir, placement)
+        if not outcome.ok:
+            raise SystemExit(1)  # srun --kill-on-bad-exit then ends the other nodes' tasks
+        return None
+    previous = completed_result(job_dir, to_plain(cfg)) if settings.resume else None
+    if previous:
+        print(f"skipped: {path} holds a completed result of this config (resume=false runs it again)")
+        return previous
+    spec = prepare_job(cfg, job_dir, settings, placement.run_id)
+    meta = {"group": "single", "name": path.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})}
+    tracker.start(spec.config, meta)
+    started = time.time()
+    try:
+        outcome, extra = measure(spec, job_dir, placement)
+        result = assemble_result(job_dir, outcome, time.time() - started, extra)
+    except BaseException as exc:  # the job itself broke: still close the tracked run, naming where
+        finish_crashed(tracker, job_dir, exc)
+        raise
+    print_result(result)
+    tracker.finish(result, job_dir.read_samples())
+    return result
+
+
+def finish_crashed(tracker: Tracker, job_dir: JobDir, exc: BaseException) -> None:
+    failure = {"stage": "job", "rank": None, "reason": repr(exc)[:500], "signal": None}
+    tracker.finish({"status": "crashed", "failure": failure, **summarize(job_dir)}, job_dir.read_samples())
+
+
+def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[LaunchOutcome, dict[str, Any]]:
+    """This node's ranks beside its watcher, under the guard; the outcome and the node's cgroup figures."""
+    settings = spec.settings
+    cgroup = kernel.CgroupMemory()
+    cgroup_reset = cgroup.reset_peak()
+    watcher = start_watcher(
+        job_dir, settings.watcher.interval_s, placement.ranks_per_node, placement.node, settings.watcher.max_node_fraction
+    )
+    guard = JobGuard(job_dir, watcher, settings.job_timeout_s)
+    try:
+        threads = max(1, (os.cpu_count() or 1) // placement.ranks_per_node)  # ranks share the cores
+        try:
+            with guard:
+                outcome = launch_ranks(job_dir, placement, {"OMP_NUM_THREADS": str(threads)})
+        except SignalException as err:  # the guard's SIGTERM landed just as the ranks finished
+            outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)
+    finally:
+        stop_watcher(watcher, job_dir)
+    if guard.stop and outcome.stopped_by:  # the guard stopped it: say why, not just "SIGTERM"
+        outcome.guard_stop = guard.stop
+    peak = cgroup.peak_bytes()
+    extra = {
+        "launcher": placement.scheduler or "local",
+        "nodes": placement.nodes,
+        "cgroup": cgroup.describe(),
+        "cgroup_hwm_gib": gib(peak) if cgroup_reset and peak else None,
+    }
+    return outcome, extra

@@ -1,0 +1,87 @@
+"""Start this node's ranks with torch's elastic launcher, beside this node's watcher process.
+
+The job process is the elastic agent: it starts this node's ranks of rlhf_exp.rank.main, and when one
+fails (raises, or is killed as the OOM killer does) it stops the others at once, so a job never
+hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
+from torch.distributed.elastic.multiprocessing.api import SignalException
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+from rlhf_exp.job.failure import LaunchOutcome, RankFailure
+from rlhf_exp.job.placement import Placement
+from rlhf_exp.jobdir import JobDir
+
+
+def start_watcher(
+    job_dir: JobDir, interval_s: float, ranks: int, node: int = 0, max_node_fraction: float | None = None
+) -> subprocess.Popen:
+    """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
+    watchdog = [] if max_node_fraction is None else ["--max-node-fraction", str(max_node_fraction)]
+    args = ["--parent", str(os.getpid()), "--interval", str(interval_s), "--ranks", str(ranks), "--node", str(node)]
+    proc = subprocess.Popen([sys.executable, "-m", "rlhf_exp.memory.watcher", str(job_dir.path), *args, *watchdog])
+    job_dir.write_watcher_pid(proc.pid)
+    samples = job_dir.samples_file(node)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if samples.exists() and samples.read_text().count("\n") >= 2:
+            return proc
+        time.sleep(0.05)
+    raise RuntimeError(f"watcher did not start (exit {proc.poll()})")
+
+
+def stop_watcher(proc: subprocess.Popen, job_dir: JobDir) -> None:
+    if proc.poll() is not None:
+        return
+    job_dir.request_watcher_stop()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _failures(err: ChildFailedError) -> list[RankFailure]:
+    out = []
+    for rank, failure in sorted(err.failures.items()):
+        signal = failure.signal_name() if failure.exitcode < 0 else None
+        out.append(RankFailure(rank, failure.exitcode, signal, str(failure.message), failure.timestamp))
+    return out
+
+
+def launch_ranks(job_dir: JobDir, placement: Placement, env: dict[str, str]) -> LaunchOutcome:
+    """Run this node's ranks to completion; failures carry rank, exit code and signal.
+
+    Call it under a JobGuard: the guard makes SIGTERM raise SignalException (also before the agent installs
+    its own handler, during rendezvous), which ends here as `stopped_by`.
+    """
+    config = LaunchConfig(
+        min_nodes=placement.nodes,
+        max_nodes=placement.nodes,
+        nproc_per_node=placement.ranks_per_node,
+        run_id=placement.run_id,
+        rdzv_backend="c10d",
+        rdzv_endpoint=placement.rdzv_endpoint,
+        rdzv_configs={"is_host": placement.first},
+        max_restarts=0,
+        monitor_interval=0.2,
+        start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=str(job_dir.logs_dir), redirects=Std.ALL, tee=Std.ERR),
+        local_addr=placement.local_addr,
+    )
+    os.environ.update(env)  # inherited by the ranks
+    try:
+        elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank.main", str(job_dir.path))
+    except ChildFailedError as err:
+        return LaunchOutcome(ok=False, failures=_failures(err), log_dir=job_dir.logs_dir)
+    except SignalException as err:  # the job process itself was signalled: the agent has stopped the ranks
+        return LaunchOutcome(ok=False, log_dir=job_dir.logs_dir, stopped_by=err.sigval.name)
+    return LaunchOutcome(ok=True, log_dir=job_dir.logs_dir)

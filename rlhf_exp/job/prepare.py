@@ -1,0 +1,65 @@
+"""Everything decided before any rank starts: device, checkpoints (generated once), their checks, the plan.
+
+Nothing in the job dir is touched until every check has passed: a rerun that fails a check keeps the
+previous run's records.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from rlhf_exp.checkpoints.checks import check_checkpoint
+from rlhf_exp.checkpoints.generate import resolve_checkpoint
+from rlhf_exp.config.roles import CHECKPOINT_KIND
+from rlhf_exp.config.schema import RunSettings, to_plain
+from rlhf_exp.config.units import gib
+from rlhf_exp.job.device import resolve_device
+from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.plan.fit import choose, first_misfit
+from rlhf_exp.plan.inputs import plans_here
+
+
+def prepare_checkpoints(settings: RunSettings) -> dict[str, Path]:
+    """Actor and critic checkpoint dirs, checked; presets are generated here, once, before ranks start."""
+    m, out = settings.model, {}
+    for which, kind in CHECKPOINT_KIND.items():
+        spec = getattr(m, which)
+        out[which] = resolve_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
+        check_checkpoint(f"model.{which}.{'path' if spec.path else 'preset'}", out[which], kind)
+    return out
+
+
+def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -> tuple[RunSettings, dict[str, Any]]:
+    """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan record.
+
+    Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check)."""
+    plans, cap = plans_here(settings, device, dict(checkpoints))
+    requested, loader = settings.loader.name, choose(settings, plans, cap)
+    settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})
+    misfit = first_misfit(plans[loader], cap)
+    return settings, {
+        **plans[loader].to_dict(),
+        "requested_loader": requested,
+        "capacity_host_gib": gib(cap.host_bytes, 3),
+        "capacity_gpu_gib": gib(cap.gpu_bytes, 3),
+        "fits": misfit is None,
+        "first_misfit": misfit[0] if misfit else None,
+        "others": {name: plan.node_peak_gib() for name, plan in plans.items()},
+    }
+
+
+def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id: str) -> JobSpec:
+    """Device, checkpoints, checks and plan, then (only then) a fresh job dir with plan.json and spec.json.
+
+    Raises ConfigError (one line) on any check."""
+    device, backend = resolve_device(settings)
+    checkpoints = prepare_checkpoints(settings)
+    settings, plan = plan_job(settings, device, checkpoints)
+    spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)
+    job_dir.clear()
+    job_dir.write_plan(plan)
+    job_dir.write_spec(spec)
+    return spec

@@ -1,0 +1,218 @@
+"""The job directory: the file protocol between a job's three kinds of process. Every file name is here.
+
+  job process (rlhf_exp.job)      writes spec.json and plan.json before ranks start, result.json at the end,
+                                  and `stop` to end the watcher
+  ranks (rlhf_exp.rank)           read spec.json; append stage events to events/rank<N>.jsonl as they happen;
+                                  write weights/<role>.json digests (verify_weights)
+  watcher (rlhf_exp.memory)       appends samples.jsonl (samples.node<N>.jsonl on node N > 0); leaves
+                                  stop_reason.json (watchdog) or watcher_error.txt for the job's guard
+  logs/                           the ranks' stdout/stderr (torch's elastic launcher)
+
+Light on imports (no torch, no pydantic at import time): the watcher imports it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rlhf_exp.config.schema import RunSettings
+
+SPEC = "spec.json"
+PLAN = "plan.json"
+RESULT = "result.json"
+EVENTS = "events"
+LOGS = "logs"
+WEIGHTS = "weights"
+STOP = "stop"
+STOP_REASON = "stop_reason.json"
+WATCHER_PID = "watcher.pid"
+WATCHER_ERROR = "watcher_error.txt"
+# everything a run writes; cleared together before a rerun into the same dir
+RUN_FILES = (SPEC, PLAN, RESULT, STOP, STOP_REASON, WATCHER_PID, WATCHER_ERROR)
+RUN_DIRS = (EVENTS, LOGS, WEIGHTS)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """All complete JSON lines of a file (a process killed mid-write leaves a torn last line)."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a reader never sees half a file (readers poll for spec.json to appear)."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, default=str))
+    tmp.rename(path)
+
+
+@dataclass
+class JobSpec:
+    """What the job process decided before any rank started; every rank reads it."""
+
+    settings: RunSettings  # validated; loader.name is the loader that runs (auto resolved)
+    plan: dict[str, Any]  # the chosen loader's plan, with capacity and the verdict (plan.json)
+    device: str  # cpu | cuda
+    backend: str  # gloo | nccl
+    checkpoints: dict[str, Path]  # "actor" and "critic" checkpoint directories
+    config: dict[str, Any]  # the resolved config as composed (what resume compares)
+    run_id: str  # the same on every node of one run (jobdir readers tell a fresh spec from a stale one)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings.model_dump(),
+            "plan": self.plan,
+            "device": self.device,
+            "backend": self.backend,
+            "checkpoints": {k: str(v) for k, v in self.checkpoints.items()},
+            "config": self.config,
+            "run_id": self.run_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobSpec:
+        from rlhf_exp.config.schema import RunSettings
+
+        return cls(
+            settings=RunSettings.model_validate(data["settings"]),
+            plan=data["plan"],
+            device=data["device"],
+            backend=data["backend"],
+            checkpoints={k: Path(v) for k, v in data["checkpoints"].items()},
+            config=data["config"],
+            run_id=data.get("run_id", ""),
+        )
+
+
+@dataclass(frozen=True)
+class JobDir:
+    path: Path
+
+    # --- paths -------------------------------------------------------------------------------------
+    @property
+    def spec_file(self) -> Path:
+        return self.path / SPEC
+
+    @property
+    def plan_file(self) -> Path:
+        return self.path / PLAN
+
+    @property
+    def result_file(self) -> Path:
+        return self.path / RESULT
+
+    @property
+    def events_dir(self) -> Path:
+        return self.path / EVENTS
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.path / LOGS
+
+    def rank_events_file(self, rank: int) -> Path:
+        return self.events_dir / f"rank{rank}.jsonl"
+
+    def samples_file(self, node: int = 0) -> Path:
+        """Node 0's samples are the job's node-wide figures; other nodes' watchers write beside them."""
+        return self.path / ("samples.jsonl" if node == 0 else f"samples.node{node}.jsonl")
+
+    def weights_file(self, name: str) -> Path:
+        return self.path / WEIGHTS / f"{name}.json"
+
+    # --- a run's lifecycle -------------------------------------------------------------------------
+    def clear(self) -> None:
+        """Remove a previous run's records, so events and samples are this run's alone."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        for name in RUN_DIRS:
+            shutil.rmtree(self.path / name, ignore_errors=True)
+        for name in RUN_FILES:
+            (self.path / name).unlink(missing_ok=True)
+        for samples in self.path.glob("samples*.jsonl"):
+            samples.unlink()
+
+    def write_spec(self, spec: JobSpec) -> None:
+        write_json_atomic(self.spec_file, spec.to_json())
+
+    def has_spec(self) -> bool:
+        return self.spec_file.exists()
+
+    def read_spec(self) -> JobSpec:
+        return JobSpec.from_json(json.loads(self.spec_file.read_text()))
+
+    def wait_for_spec(self, run_id: str, timeout_s: float) -> JobSpec:
+        """The spec node 0 writes for this run (`run_id`), once it appears."""
+        deadline = time.time() + timeout_s
+        while True:
+            if self.has_spec():
+                spec = self.read_spec()
+                if spec.run_id == run_id:
+                    return spec
+            if time.time() > deadline:
+                raise TimeoutError(f"no {self.spec_file} for run {run_id} within {timeout_s:.0f}s")
+            time.sleep(0.2)
+
+    def write_plan(self, plan: dict[str, Any]) -> None:
+        write_json_atomic(self.plan_file, plan)
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        write_json_atomic(self.result_file, result)
+
+    def read_result(self) -> dict[str, Any] | None:
+        """result.json, or None when absent or unreadable."""
+        try:
+            return json.loads(self.result_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    # --- records -----------------------------------------------------------------------------------
+    def read_events(self) -> dict[int, list[dict[str, Any]]]:
+        files = sorted(self.events_dir.glob("rank*.jsonl"))
+        return {int(p.stem.removeprefix("rank")): read_jsonl(p) for p in files}
+
+    def read_samples(self, node: int = 0) -> list[dict[str, Any]]:
+        return [s for s in read_jsonl(self.samples_file(node)) if "header" not in s]
+
+    def write_weight_digests(self, name: str, digests: dict[str, str]) -> None:
+        out = self.weights_file(name)
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(digests, indent=0, sort_keys=True))
+
+    # --- signals between processes -------------------------------------------------------------------
+    def request_watcher_stop(self) -> None:
+        (self.path / STOP).touch()
+
+    def watcher_stop_requested(self) -> bool:
+        return (self.path / STOP).exists()
+
+    def write_stop_reason(self, reason: str, t: float) -> None:
+        (self.path / STOP_REASON).write_text(json.dumps({"reason": reason, "t": t}))
+
+    def read_stop_reason(self) -> str | None:
+        path = self.path / STOP_REASON
+        return json.loads(path.read_text())["reason"] if path.exists() else None
+
+    def write_watcher_pid(self, pid: int) -> None:
+        (self.path / WATCHER_PID).write_text(str(pid))
+
+    def read_watcher_pid(self) -> int:
+        return int((self.path / WATCHER_PID).read_text())
+
+    def write_watcher_error(self, text: str) -> None:
+        (self.path / WATCHER_ERROR).write_text(text)
+
+    def read_watcher_error(self) -> str | None:
+        path = self.path / WATCHER_ERROR
+        return path.read_text() if path.exists() else None

@@ -1,0 +1,135 @@
+"""Host memory as the kernel reports it: per process (/proc/PID) and node-wide (meminfo, cgroup).
+
+Why several figures (README: "Which figure to trust"): RSS double-counts shared page-cache pages (mmap'd
+checkpoints), so the private cost of a rank is Pss_Anon; the exact per-process peak is VmHWM,
+which a rank resets at each stage by writing 5 to /proc/self/clear_refs. Node-wide truth is
+MemTotal - MemAvailable and the cgroup's own usage counter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
+    """Parse 'Name:   123 kB' lines into bytes for the wanted names (missing ones are absent)."""
+    out: dict[str, int] = {}
+    try:
+        with open(path) as fh:
+            for line in fh:
+                name, _, rest = line.partition(":")
+                if name in wanted:
+                    out[name] = int(rest.split()[0]) * 1024
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
+
+
+def process_status(pid: int | str = "self") -> dict[str, int]:
+    """VmHWM (peak RSS since last reset), VmRSS and RssFile (file-backed pages, e.g. a mapped checkpoint), bytes."""
+    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile"))
+
+
+def read_chars(pid: int | str = "self") -> int:
+    """Bytes this process has read through read() syscalls (rchar): a private checkpoint read shows here."""
+    try:
+        with open(f"/proc/{pid}/io") as fh:
+            for line in fh:
+                if line.startswith("rchar:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def process_smaps(pid: int | str = "self") -> dict[str, int]:
+    """Rss, Pss, Pss_Anon, Pss_File, Private_* from smaps_rollup in bytes."""
+    fields = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Private_Clean", "Private_Dirty", "Shared_Clean")
+    return _read_kib_fields(f"/proc/{pid}/smaps_rollup", fields)
+
+
+def uss_bytes(smaps: dict[str, int]) -> int:
+    """Unique set size: pages mapped by this process only (what psutil calls uss)."""
+    return smaps.get("Private_Clean", 0) + smaps.get("Private_Dirty", 0)
+
+
+def reset_peak_rss(pid: int | str = "self") -> bool:
+    """Reset VmHWM to the current RSS (Linux >= 4.0). False where the kernel refuses."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def node_used_bytes() -> int:
+    """Node-wide memory in use as the kernel sees it: MemTotal - MemAvailable."""
+    info = _read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable"))
+    return info["MemTotal"] - info["MemAvailable"]
+
+
+def node_total_bytes() -> int:
+    return _read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
+
+
+def _cgroup_dir() -> tuple[Path, int] | None:
+    """This process's memory cgroup directory and cgroup version (1 or 2), if mounted."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    root = Path("/sys/fs/cgroup")
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if "memory" in controllers.split(","):  # v1 memory hierarchy
+            base = root / "memory"
+            for cand in (base / rel.lstrip("/"), base):  # namespaced mounts show the cgroup at the root
+                if (cand / "memory.usage_in_bytes").exists():
+                    return cand, 1
+    for line in lines:
+        if line.startswith("0::"):
+            rel = line[3:].lstrip("/")
+            for cand in (root / rel, root):
+                if (cand / "memory.current").exists():
+                    return cand, 2
+    return None
+
+
+class CgroupMemory:
+    """Reads the current usage and kernel high-water mark of this process's memory cgroup."""
+
+    def __init__(self) -> None:
+        found = _cgroup_dir()
+        self.path, self.version = found if found else (None, 0)
+
+    @property
+    def available(self) -> bool:
+        return self.path is not None
+
+    def _read(self, name: str) -> int | None:
+        if self.path is None:
+            return None
+        try:
+            return int((self.path / name).read_text().split()[0])
+        except (OSError, ValueError):
+            return None
+
+    def usage_bytes(self) -> int | None:
+        return self._read("memory.usage_in_bytes" if self.version == 1 else "memory.current")
+
+    def peak_bytes(self) -> int | None:
+        return self._read("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
+
+    def reset_peak(self) -> bool:
+        """Reset the cgroup high-water mark (v1: write 0; v2: any write, kernel >= 6.12)."""
+        if self.path is None:
+            return False
+        name = "memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"
+        try:
+            (self.path / name).write_text("0")
+            return True
+        except OSError:
+            return False
+
+    def describe(self) -> str:
+        return f"cgroup v{self.version} at {self.path}" if self.path else "no memory cgroup"

@@ -1,0 +1,127 @@
+"""The watcher: a separate process sampling node and per-rank memory into the job dir's samples file.
+
+`python -m rlhf_exp.memory.watcher <job_dir> --parent PID --interval 0.02 --ranks N --node K`. Runs until the
+job asks it to stop (rlhf_exp/jobdir.py) or the parent (the job) dies. A sampler thread inside a busy rank
+misses load peaks, so this process only samples. Each line is one sample, flushed as taken:
+  {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "rss_file", "pss_anon"}}, "gpu_used": [...]}
+Ranks are found from the `start` event each rank writes (pid, host) in events/. Its watchdog leaves a
+stop reason for the job's guard (rlhf_exp/job/guard.py) when node memory crosses the limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from rlhf_exp.config.units import GIB
+from rlhf_exp.jobdir import JobDir
+from rlhf_exp.memory import kernel
+from rlhf_exp.memory.gpu import Nvml
+
+
+class RankFinder:
+    """Finds this host's ranks from the `start` event each rank writes first (pid and host).
+
+    Works whether ranks are the launcher's children or SLURM tasks. Rescans only while ranks are
+    missing, and otherwise once a second, so the watcher does not steal the ranks' CPU.
+    """
+
+    def __init__(self, events_dir: Path, expected: int) -> None:
+        self.events_dir = events_dir
+        self.expected = expected
+        self.host = socket.gethostname()
+        self.found: dict[int, int] = {}
+        self.scanned_at = 0.0
+
+    def ranks(self) -> dict[int, int]:
+        now = time.monotonic()
+        if len(self.found) < self.expected or now - self.scanned_at > 1.0:
+            self.found = self._scan()
+            self.scanned_at = now
+        return self.found
+
+    def _scan(self) -> dict[int, int]:
+        found: dict[int, int] = {}
+        for path in self.events_dir.glob("rank*.jsonl"):
+            try:
+                with open(path) as fh:
+                    first = json.loads(fh.readline())
+            except (OSError, json.JSONDecodeError):
+                continue  # being written: next scan
+            if first.get("event") == "start" and first.get("host") == self.host and psutil.pid_exists(first["pid"]):
+                found[first["rank"]] = first["pid"]
+        return found
+
+
+def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> dict[str, Any]:
+    sample: dict[str, Any] = {"t": time.time(), "node_used": kernel.node_used_bytes()}
+    usage = cgroup.usage_bytes()
+    if usage is not None:
+        sample["cgroup_usage"] = usage
+    ranks: dict[str, dict[str, int]] = {}
+    for rank, pid in finder.ranks().items():
+        status = kernel.process_status(pid)
+        smaps = kernel.process_smaps(pid)
+        if status:
+            ranks[str(rank)] = {
+                "pid": pid,
+                "rss": status.get("VmRSS", 0),
+                "rss_file": status.get("RssFile", 0),
+                "pss_anon": smaps.get("Pss_Anon", 0),
+            }
+    sample["ranks"] = ranks
+    if nvml.handles:
+        sample["gpu_used"] = nvml.all_used_bytes()
+    return sample
+
+
+def check_watchdog(job_dir: JobDir, sample: dict[str, Any], total: int, max_fraction: float | None) -> bool:
+    """Leave a stop reason for the job guard when node memory crosses the limit; True once it has."""
+    if max_fraction is None or sample["node_used"] < max_fraction * total:
+        return False
+    reason = (
+        f"watchdog: node memory {sample['node_used'] / GIB:.2f} GiB reached {sample['node_used'] / total:.0%} of "
+        f"MemTotal ({total / GIB:.1f} GiB), above watcher.max_node_fraction={max_fraction}"
+    )
+    job_dir.write_stop_reason(reason, sample["t"])
+    return True
+
+
+def watch(job_dir: JobDir, parent: int, interval: float, ranks: int, node: int = 0, max_fraction: float | None = None) -> None:
+    finder, cgroup, nvml = RankFinder(job_dir.events_dir, ranks), kernel.CgroupMemory(), Nvml()
+    total, tripped = kernel.node_total_bytes(), False
+    with open(job_dir.samples_file(node), "a", buffering=1) as out:
+        out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
+        while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
+            sample = take_sample(finder, cgroup, nvml)
+            out.write(json.dumps(sample) + "\n")
+            tripped = tripped or check_watchdog(job_dir, sample, total, max_fraction)
+            time.sleep(interval)
+        out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("job_dir", type=Path)
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument("--ranks", type=int, default=1, help="ranks expected on this node")
+    parser.add_argument("--node", type=int, default=0, help="this node's index (node 0's samples are the job's)")
+    parser.add_argument("--max-node-fraction", type=float, default=None, help="watchdog limit (share of MemTotal)")
+    args = parser.parse_args()
+    job_dir = JobDir(args.job_dir)
+    try:
+        watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction)
+    except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it
+        job_dir.write_watcher_error(f"{type(err).__name__}: {err}")
+        raise SystemExit(1) from err
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The memory planner: per-stage memory predicted from shapes, dtypes, ZeRO, LoRA, loader and rank count.
+
+All formulas live here; each loader's load cost is a function in plan/load_costs.py, named by its
+declaration in loaders/registry.py. Per role: P parameters (model + LoRA + value head), T trainable, C checkpoint
+bytes, e engine-dtype bytes, c checkpoint-dtype bytes, N ranks, Z the role's ZeRO stage, g the
+staggered group size. "place" is where a rank's weights end up: the host on CPU, the GPU on CUDA.
+
+load (transient above what the rank held before; what it holds after)
+  naive            4P + 2C private (fp32 model, the bytes read, the tensors parsed); holds 4P on the host
+  staggered        as naive, but holds eP on its place after its turn; node: g ranks at once
+  low_mem          eP private and C mapped (read, so in RSS) when the dtypes differ (a converted copy);
+                   nothing when they match (the weights are the mapping, untouched until a forward pass)
+  direct           low_mem on CPU; on CUDA: C mapped on the host, eP on the GPU
+  rank0_broadcast  local rank 0 as low_mem; every other rank eP private on its place
+  zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered
+init (deepspeed.initialize)
+  broadcast        with N > 1, weights still an unread mapping are read by rank 0 (C into its RSS) and written by the
+                   others (C private each, copy-on-write)
+  weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
+                   under ZeRO-3 a rank keeps eP/N
+  optimizer        4T bytes held (the fp32 master copy; DeepSpeed flattens it through a second 4T transient),
+                   divided by N for ZeRO >= 1. Adam's m and v and the fp32 gradients (12T more) appear at the first
+                   step, not at init (measured on the H200: bench/results/h200-1gpu-plan). ZeRO-3 train roles on
+                   a GPU also hold DeepSpeed's gradient bucket: reduce_bucket_size (5e8) x e bytes
+PPO stages are not planned (activation memory depends on generation lengths and kernels).
+
+A rank's planned peak in a stage = base (the RSS of a process that imported the rank's libraries,
+measured once: plan_inputs.base_rank_bytes) + what it holds from earlier stages + the stage's transient.
+The node's = N x base RSS (a rank's libraries, its shared-memory comm buffers and kernel overhead count
+node-wide too) + the sum over ranks of private held + transient (file pages excluded: the kernel counts
+page cache as available).
+"""
+
+from __future__ import annotations
+
+from rlhf_exp.config.roles import TRAIN_ROLES
+from rlhf_exp.config.schema import RunSettings, role_stage
+from rlhf_exp.config.stages import DIST_INIT, engine_stage
+from rlhf_exp.config.units import DTYPE_BYTES, GIB
+from rlhf_exp.loaders.registry import LoaderSpec, get_spec
+from rlhf_exp.plan.terms import LoadContext, Plan, RankMemory, RoleShape, StagePlan
+
+MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
+ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
+
+
+def _gib(n: float) -> float:
+    return round(n / GIB, 4)
+
+
+def init_cost(
+    spec: LoaderSpec, held: RankMemory, shape: RoleShape, e: int, n: int, zero: int, train: bool, on_gpu: bool, local_rank: int
+) -> tuple[RankMemory, RankMemory]:
+    """(transient, held after) of deepspeed.initialize given what the load left (`held`).
+
+    deepspeed.initialize broadcasts every weight from rank 0 when N > 1: rank 0 reads its lazily mapped
+    weights (file pages into its RSS), every other rank writes into its private mapping (copy-on-write:
+    private memory)."""
+    p = shape.params
+    optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
+    # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
+    bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
+    weights = e * p / n if zero == 3 and not spec.partitioned else None
+    if on_gpu:  # the loaded weights move to the GPU; the host copy is freed afterwards
+        gpu = weights if weights is not None else (held.gpu or e * p)
+        after = RankMemory(gpu=gpu + optimizer + bucket)
+        moving = RankMemory(
+            held.host_private + e * shape.largest_tensor, held.host_mapped + held.lazy, max(held.gpu, after.gpu + optimizer)
+        )
+        return moving, after
+    touched = held.lazy if n > 1 else 0.0
+    held = RankMemory(
+        held.host_private + (touched if local_rank else 0.0),
+        held.host_mapped + (0.0 if local_rank else touched),
+        held.gpu,
+        held.lazy - touched,
+    )
+    if weights is not None:
+        after = RankMemory(host_private=weights + optimizer)
+    elif spec.fp32_model:  # the fp32 model is cast tensor by tensor
+        after = RankMemory(host_private=e * p + optimizer)
+    else:
+        after = RankMemory(host_private=held.host_private + optimizer, host_mapped=held.host_mapped, lazy=held.lazy)
+    transient = RankMemory(max(held.host_private, after.host_private + optimizer) + e * shape.largest_tensor, held.host_mapped)
+    return transient, after
+
+
+def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], device: str, base_rss: float) -> Plan:
+    """Every engine stage of a job with `loader`. base_rss: a rank's RSS before any model, in bytes."""
+    spec = get_spec(loader)
+    n, on_gpu = settings.gpus, device == "cuda"
+    e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
+    g = min(settings.loader.group_size, n) if spec.takes_turns else n
+    plan = Plan(loader=loader, ranks=n, device=device, base_rank_gib=_gib(base_rss))
+    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(n * base_rss), 0.0))
+    held = [RankMemory() for _ in range(n)]  # what each rank holds from finished stages
+    for role in settings.roles:
+        shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
+        costs = [spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)) for r in range(n)]
+        _add_stage(plan, engine_stage(role, "load"), held, costs, base_rss, g)
+        load_held = [after for _, after in costs]
+        costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r) for r in range(n)]
+        _add_stage(plan, engine_stage(role, "init"), held, costs, base_rss, n)  # init's transient counts the loaded model
+        held = [held[r].plus(costs[r][1]) for r in range(n)]
+    return plan
+
+
+def _add_stage(
+    plan: Plan, name: str, held: list[RankMemory], costs: list[tuple[RankMemory, RankMemory]], base_rss: float, group: int
+) -> None:
+    """One stage's figures from what ranks held before it and each rank's (transient, held after).
+
+    `group`: ranks in their transient at once (all N, unless the loader takes turns)."""
+    n = len(held)
+    peaks = [held[r].plus(costs[r][0]) for r in range(n)]
+    rank_rise = max(p.host_private + p.host_mapped for p in peaks)
+    before_private = sum(h.host_private for h in held)
+    transient_private = [costs[r][0].host_private for r in range(n)]
+    done = [costs[r][1].host_private for r in range(n)]
+    # one group at a time; the groups before it hold what they keep (one group of N: everyone at once)
+    node = max(
+        before_private + sum(transient_private[t * group : (t + 1) * group]) + sum(done[: t * group])
+        for t in range((n + group - 1) // group)
+    )
+    plan.stages.append(
+        StagePlan(
+            name,
+            rank_peak_gib=_gib(base_rss + rank_rise),
+            rank_rise_gib=_gib(rank_rise),
+            node_peak_gib=_gib(n * base_rss + node),
+            gpu_rank_gib=_gib(max(p.gpu for p in peaks)),
+        )
+    )

@@ -1,0 +1,107 @@
+"""What the planner reads: model shapes (config.json or preset, meta device, no weights), checkpoint
+bytes, and the machine (host memory, GPU memory, a rank's base RSS measured once per environment)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import AutoConfig, PretrainedConfig
+
+from rlhf_exp.checkpoints.files import weight_bytes
+from rlhf_exp.checkpoints.meta import meta_model
+from rlhf_exp.config.presets import preset_config
+from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
+from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
+from rlhf_exp.config.units import DTYPE_BYTES
+from rlhf_exp.memory import kernel
+from rlhf_exp.memory.gpu import Nvml
+from rlhf_exp.plan.fit import Capacity, all_plans, capacity
+from rlhf_exp.plan.terms import Plan, RoleShape
+
+
+def _config(spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
+    if checkpoint is not None and (checkpoint / "config.json").is_file():
+        return AutoConfig.from_pretrained(checkpoint)
+    assert spec.preset is not None
+    return preset_config(spec.preset)
+
+
+def _lora_params(model: nn.Module, lora: LoraSettings) -> int:
+    """r x (in + out) per targeted linear layer, as peft adds them."""
+    if not lora.enabled:
+        return 0
+    return sum(
+        lora.r * (m.in_features + m.out_features)
+        for name, m in model.named_modules()
+        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in lora.target_modules
+    )
+
+
+def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
+    """RoleShape per role; checkpoint dirs that do not exist yet (ungenerated presets) are sized from the preset."""
+    shapes = {}
+    models: dict[str, nn.Module] = {}  # one meta model per checkpoint: ref shares the actor's, reward the critic's
+    for role in settings.roles:
+        which = ROLE_CHECKPOINT[role]
+        ckpt = checkpoints.get(which)
+        if which not in models:
+            models[which] = meta_model(_config(getattr(settings.model, which), ckpt), ROLE_KIND[role])
+        model = models[which]
+        config = model.config
+        base = sum(p.numel() for p in model.parameters())
+        lora = _lora_params(model, settings.lora) if role in TRAIN_ROLES else 0  # frozen roles get no adapters
+        head = config.hidden_size if ROLE_KIND[role] == "value" else 0
+        params = base + lora + head
+        trainable = 0
+        if role in TRAIN_ROLES:
+            trainable = lora + head if settings.lora.enabled and settings.lora.only_optimize_lora else params
+        if ckpt is not None and ckpt.exists():
+            ckpt_bytes = weight_bytes(ckpt)
+        else:
+            ckpt_bytes = base * DTYPE_BYTES[settings.model.checkpoint_dtype]
+        largest = max(p.numel() for p in model.parameters())
+        shapes[role] = RoleShape(params=params, trainable=trainable, checkpoint_bytes=ckpt_bytes, largest_tensor=largest)
+    return shapes
+
+
+BASE_PROBE = """
+import json, torch, deepspeed, transformers, peft
+from rlhf_exp.memory import kernel
+if {cuda}:
+    torch.zeros(1, device="cuda")
+print(json.dumps({{"rss": kernel.process_status()["VmRSS"]}}))
+"""
+
+
+def base_rank_bytes(device: str, cache_dir: Path) -> float:
+    """The RSS of a fresh process that imported what a rank imports (and made a CUDA context on GPU).
+
+    Measured once per environment (torch version, device) and cached: a rank's footprint before any model.
+    """
+    cache = cache_dir / f"base_rank_{device}_torch{torch.__version__}.json"
+    if not cache.exists():
+        out = subprocess.run(
+            [sys.executable, "-c", BASE_PROBE.format(cuda=device == "cuda")], capture_output=True, text=True, check=True
+        )
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(out.stdout.strip().splitlines()[-1])
+    got = json.loads(cache.read_text())
+    return float(got["rss"])
+
+
+def host_available_bytes() -> int:
+    return kernel.node_total_bytes() - kernel.node_used_bytes()
+
+
+def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Capacity]:
+    """Every usable loader's plan for this config, and what this machine offers them."""
+    shapes = role_shapes(settings, checkpoints)
+    plans = all_plans(settings, shapes, device, base_rank_bytes(device, Path(settings.model.cache_dir)))
+    if device != "cuda":
+        return plans, capacity(settings, device, host_available_bytes(), None, 0)
+    return plans, capacity(settings, device, host_available_bytes(), Nvml().total_bytes(0), torch.cuda.device_count())

@@ -1,0 +1,61 @@
+"""Each loader's load-stage cost for one rank: (transient above what the rank held, what it holds after).
+
+Named by the loader declarations (rlhf_exp/loaders/registry.py); the formulas are summarized in
+rlhf_exp/plan/formulas.py's docstring.
+"""
+
+from __future__ import annotations
+
+from rlhf_exp.plan.terms import LoadContext, RankMemory
+
+Cost = tuple[RankMemory, RankMemory]
+
+
+def _on_place(ctx: LoadContext, nbytes: float) -> RankMemory:
+    """`nbytes` on the rank's device: the GPU on CUDA, private host memory on CPU."""
+    return RankMemory(gpu=nbytes) if ctx.on_gpu else RankMemory(host_private=nbytes)
+
+
+def naive(ctx: LoadContext) -> Cost:
+    """fp32 model (4P), the bytes read and the tensors parsed from them (2C); holds the fp32 model on the host."""
+    p = ctx.shape.params
+    return RankMemory(host_private=4 * p + 2 * ctx.shape.checkpoint_bytes), RankMemory(host_private=4 * p)
+
+
+def staggered(ctx: LoadContext) -> Cost:
+    """As naive, but the rank casts and moves its model to its place before the next group starts."""
+    transient, _ = naive(ctx)
+    return transient, _on_place(ctx, ctx.engine_bytes * ctx.shape.params)
+
+
+def low_mem(ctx: LoadContext) -> Cost:
+    """Mapped pages count in RSS once touched: a dtype conversion reads them all (and holds a converted copy);
+    otherwise the weights are the untouched, lazily read mapping itself until something reads them."""
+    ckpt = ctx.shape.checkpoint_bytes
+    converted = ctx.engine_bytes * ctx.shape.params if ctx.convert else 0.0
+    read = RankMemory(host_private=converted, host_mapped=ckpt if ctx.convert else 0.0)
+    return read, RankMemory(host_private=converted, lazy=0.0 if ctx.convert else ckpt)
+
+
+def direct(ctx: LoadContext) -> Cost:
+    """On CUDA: the checkpoint mapped on the host while eP is copied to the GPU. On CPU: low_mem."""
+    if not ctx.on_gpu:
+        return low_mem(ctx)
+    weights = ctx.engine_bytes * ctx.shape.params
+    return RankMemory(host_mapped=ctx.shape.checkpoint_bytes, gpu=weights), RankMemory(gpu=weights)
+
+
+def rank0_broadcast(ctx: LoadContext) -> Cost:
+    """Local rank 0 loads as low_mem; every other rank allocates eP on its place and receives it."""
+    if ctx.local_rank == 0:
+        return low_mem(ctx)
+    place = _on_place(ctx, ctx.engine_bytes * ctx.shape.params)
+    return place, place
+
+
+def zero3_init(ctx: LoadContext) -> Cost:
+    """The checkpoint mapped, the rank's partition eP/N filling on its place, plus the largest tensor gathered."""
+    e, shape = ctx.engine_bytes, ctx.shape
+    part = _on_place(ctx, e * shape.params / ctx.ranks)
+    gathered = _on_place(ctx, e * shape.largest_tensor)
+    return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)), part

@@ -1,0 +1,75 @@
+"""The planner's vocabulary: what it knows of a role's model, what a rank holds, and the plan it produces."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class RoleShape:
+    """What the planner knows of one role's model, without loading a weight."""
+
+    params: int  # P, LoRA and value head included
+    trainable: int  # T
+    checkpoint_bytes: int  # C
+    largest_tensor: int  # params of the largest weight (the cast transient)
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """One rank loading one role: the inputs of a loader's plan cost."""
+
+    shape: RoleShape
+    engine_bytes: int  # e: bytes per element of the engine dtype
+    convert: bool  # the checkpoint dtype differs from the engine's
+    ranks: int  # N
+    on_gpu: bool
+    local_rank: int
+
+
+@dataclass
+class RankMemory:
+    """Bytes one rank holds, split by kind."""
+
+    host_private: float = 0.0
+    host_mapped: float = 0.0  # file pages mapped and read: in the rank's RSS, not in the node's used memory
+    gpu: float = 0.0
+    lazy: float = 0.0  # weights that are a file mapping nobody has read yet: no RSS until touched
+
+    def plus(self, other: RankMemory) -> RankMemory:
+        return RankMemory(
+            self.host_private + other.host_private,
+            self.host_mapped + other.host_mapped,
+            self.gpu + other.gpu,
+            self.lazy + other.lazy,
+        )
+
+
+@dataclass
+class StagePlan:
+    stage: str
+    rank_peak_gib: float  # the largest rank's peak RSS (VmHWM) in the stage, base included
+    rank_rise_gib: float  # the same above the rank's RSS after dist_init
+    node_peak_gib: float  # node-wide peak above the level before ranks started
+    gpu_rank_gib: float  # a rank's peak GPU memory (0 on CPU)
+
+
+@dataclass
+class Plan:
+    loader: str
+    ranks: int
+    device: str
+    base_rank_gib: float
+    stages: list[StagePlan] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        stages = [StagePlan(**st) for st in data.get("stages", [])]
+        return cls(data["loader"], data["ranks"], data["device"], data["base_rank_gib"], stages)
+
+    def node_peak_gib(self) -> float:
+        return max(st.node_peak_gib for st in self.stages)

@@ -1,0 +1,111 @@
+"""The four-model RLHF engine, built DeepSpeed-Chat's way (dschat/rlhf/rlhf_engine.py), one measured stage each.
+
+Order and configs as DeepSpeedRLHFEngine: actor (train config, LoRA, optimizer), ref (eval config),
+critic (RewardModel over the critic checkpoint, LoRA, optimizer), reward (RewardModel, eval config).
+Loading (`<role>.load`) and deepspeed.initialize (`<role>.init`) are separate stages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import deepspeed
+import torch
+from torch import nn
+
+from rlhf_exp.config.deepspeed import engine_dtype_name, role_ds_config, zero_stage
+from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, ROLES, TRAIN_ROLES
+from rlhf_exp.config.schema import RunSettings
+from rlhf_exp.config.stages import engine_stage
+from rlhf_exp.config.units import torch_dtype
+from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.registry import get_spec
+from rlhf_exp.rank.lora import apply_lora, count_parameters
+from rlhf_exp.rank.recorder import StageRecorder
+from rlhf_exp.rank.reward_model import RewardModel, load_value_head
+
+
+def load_role_model(
+    settings: RunSettings, role: str, checkpoint: Path, device: torch.device, ds_config: dict[str, Any]
+) -> nn.Module:
+    """The role's model as DeepSpeed-Chat hands it to deepspeed.initialize (LoRA applied for train roles)."""
+    request = LoadRequest(
+        role=role,
+        kind=ROLE_KIND[role],
+        checkpoint=checkpoint,
+        dtype=torch_dtype(engine_dtype_name(ds_config)),
+        device=device,
+        ds_config=ds_config,
+        group_size=settings.loader.group_size,
+    )
+    model = get_spec(settings.loader.name).load_function()(request)
+    if request.kind == "value":
+        model = RewardModel(model)
+        model.v_head.to(device=next(model.rwtransformer.parameters()).device)
+        load_value_head(model, checkpoint)
+    if role in TRAIN_ROLES:
+        torch.manual_seed(settings.seed + ROLES.index(role))  # same LoRA init whatever the loader drew before
+        return apply_lora(model, settings.lora, always_train=("v_head",))
+    model.requires_grad_(False)
+    return model.eval()
+
+
+def _match_engine_dtype(model: nn.Module, dtype: torch.dtype) -> None:
+    """ZeRO-3 refuses mixed dtypes: LoRA/value-head weights added after a low-precision load are fp32.
+
+    Only such stragglers are cast; parameters already partitioned by zero.Init are left alone.
+    """
+    dtypes = {p.dtype for p in model.parameters()}
+    if len(dtypes) > 1:
+        for param in model.parameters():
+            if param.dtype != dtype and not hasattr(param, "ds_id"):
+                param.data = param.data.to(dtype)
+
+
+def initialize_role(settings: RunSettings, role: str, model: nn.Module, ds_config: dict[str, Any]) -> Any:
+    if zero_stage(ds_config) == 3:
+        _match_engine_dtype(model, torch_dtype(engine_dtype_name(ds_config)))
+    optimizer = None
+    if role in TRAIN_ROLES and "optimizer" not in ds_config:
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=settings.train.lr, weight_decay=settings.train.weight_decay)
+    engine, *_ = deepspeed.initialize(model=model, optimizer=optimizer, config=ds_config)
+    return engine
+
+
+def build_engine(
+    settings: RunSettings, checkpoints: dict[str, Path], device: torch.device, world_size: int, recorder: StageRecorder
+) -> dict[str, Any]:
+    """All four engines, each as a `.load` and an `.init` stage; returns them by role."""
+    engines: dict[str, Any] = {}
+    for role in settings.roles:
+        ds_config = role_ds_config(settings, role, world_size)
+        with recorder.stage(engine_stage(role, "load")) as info:
+            model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)
+            info["trainable_params"], info["params"] = count_parameters(model)
+        with recorder.stage(engine_stage(role, "init")) as info:
+            engines[role] = initialize_role(settings, role, model, ds_config)
+            info["zero_stage"] = zero_stage(ds_config)
+            del model
+        if settings.verify_weights:
+            record_weight_digests(engines[role], recorder, role)
+    return engines
+
+
+def record_weight_digests(engine: Any, recorder: StageRecorder, name: str) -> None:
+    """weights/<name>.json: every engine weight's digest (all ranks gather; rank 0 writes)."""
+    digests = weight_digests(engine.module)
+    if recorder.rank == 0:
+        recorder.job_dir.write_weight_digests(name, digests)
+
+
+def weight_digests(module: nn.Module) -> dict[str, str]:
+    """sha256 of every engine weight's bytes, gathered first under ZeRO-3 (a collective: all ranks call it)."""
+    digests = {}
+    for name, param in module.named_parameters():
+        with deepspeed.zero.GatheredParameters([param], modifier_rank=None, enabled=hasattr(param, "ds_id")):
+            data = param.detach().cpu().contiguous()
+            digests[name] = f"{data.dtype}:{tuple(data.shape)}:" + hashlib.sha256(data.view(torch.uint8).numpy()).hexdigest()
+    return digests

@@ -1,0 +1,29 @@
+"""LoRA adapters through peft, applied to the train roles as DeepSpeed-Chat does before initialize."""
+
+from __future__ import annotations
+
+from peft import LoraConfig, inject_adapter_in_model
+from torch import nn
+
+from rlhf_exp.config.schema import LoraSettings
+
+
+def apply_lora(model: nn.Module, lora: LoraSettings, always_train: tuple[str, ...] = ()) -> nn.Module:
+    """Inject LoRA into the target linear layers; with only_optimize_lora freeze all else.
+
+    `always_train` names parameters kept trainable regardless (the critic's value head).
+    """
+    if not lora.enabled:
+        return model
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules))
+    model = inject_adapter_in_model(config, model)
+    for name, param in model.named_parameters():
+        trainable = "lora_" in name or any(name.startswith(p) for p in always_train)
+        param.requires_grad_(trainable or not lora.only_optimize_lora)
+    return model
+
+
+def count_parameters(model: nn.Module) -> tuple[int, int]:
+    """(trainable, total) parameter counts."""
+    params = list(model.parameters())
+    return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)

@@ -1,0 +1,66 @@
+"""One rank of a job: `python -m rlhf_exp.rank.main <job_dir>`, started by the job's elastic launcher.
+
+Reads the job's spec (rlhf_exp/jobdir.py), joins the process group (gloo on CPU, nccl on GPU), builds the
+four-model engine (engine.py) and runs the PPO steps (ppo.py), each stage measured by the recorder.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import deepspeed
+import torch
+
+from rlhf_exp.config.stages import DIST_INIT
+from rlhf_exp.jobdir import JobDir
+from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
+from rlhf_exp.rank.engine import build_engine, record_weight_digests
+from rlhf_exp.rank.ppo import run_ppo
+from rlhf_exp.rank.recorder import StageRecorder
+
+
+def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
+    """This rank's device and its GPU index (ranks share GPUs round-robin when there are fewer GPUs).
+
+    DeepSpeed takes a rank's GPU from LOCAL_RANK, so when ranks share GPUs LOCAL_RANK is set to the
+    GPU index and the node-local rank moves to RLHF_EXP_LOCAL_RANK (what the loaders read).
+    """
+    if kind != "cuda":
+        return torch.device("cpu"), None
+    index = local_rank % torch.cuda.device_count()
+    if index != local_rank:
+        os.environ[LOCAL_RANK_VAR] = str(local_rank)
+        os.environ["LOCAL_RANK"] = str(index)
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index), index
+
+
+def main(path: Path) -> None:
+    job_dir = JobDir(path)
+    spec = job_dir.read_spec()
+    settings = spec.settings
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    device, gpu_index = rank_device(spec.device, node_local_rank())
+    torch.manual_seed(settings.seed)
+    recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault)
+    recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": node_local_rank()})
+    with recorder.stage(DIST_INIT, sync=False):
+        deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
+    engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)
+    if settings.ppo.steps:
+        run_ppo(engines, settings.ppo, settings.train.micro_batch_size, settings.seed, recorder)
+        if settings.verify_weights:
+            for role, engine in engines.items():
+                record_weight_digests(engine, recorder, f"{role}.after_ppo")
+    recorder.write({"event": "done"})
+    recorder.close()
+    torch.distributed.barrier()  # every rank has written `done` before anyone reads the records
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,39 @@
+"""DeepSpeed-Chat's RewardModel (critic and reward): a base transformer plus a scalar value head."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from rlhf_exp.checkpoints.files import VALUE_HEAD_FILE
+
+
+class RewardModel(nn.Module):
+    """As dschat/utils/model/reward_model.py: `rwtransformer` + `v_head` (hidden -> 1, no bias)."""
+
+    def __init__(self, base_model: nn.Module) -> None:
+        super().__init__()
+        self.config = base_model.config
+        self.rwtransformer = base_model
+        self.v_head = nn.Linear(self.config.hidden_size, 1, bias=False)
+
+    def forward_value(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.rwtransformer(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]
+        return self.v_head(hidden).squeeze(-1)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.forward_value(input_ids, attention_mask)
+
+
+def load_value_head(model: RewardModel, checkpoint: Path) -> bool:
+    """Load v_head from the checkpoint's value_head.safetensors; False where it has none (fresh head)."""
+    path = checkpoint / VALUE_HEAD_FILE
+    if not path.is_file():
+        return False
+    weight = load_file(str(path))["v_head.weight"]
+    with torch.no_grad():
+        model.v_head.weight.copy_(weight.to(model.v_head.weight.dtype))
+    return True

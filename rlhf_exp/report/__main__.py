@@ -1,0 +1,3 @@
+from rlhf_exp.report.html import main
+
+main()

@@ -1,0 +1,123 @@
+"""The measured record of one stage, declared once: every field with its label and unit.
+
+report/summary.py builds these from rank events and watcher samples; result.json stores them as plain
+dicts under `stages`; the console table, the W&B summary, the HTML report and the plan comparison all
+read their columns from the field metadata here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+def measured(label: str, unit: str, *, table: bool = False, summary: bool = False) -> Any:
+    """A field of the record: `label`/`unit` for people; `table`: a console column; `summary`: a W&B summary key."""
+    return field(default=None, metadata={"label": label, "unit": unit, "table": table, "summary": summary})
+
+
+@dataclass
+class RankRecord:
+    """One rank's figures in one stage (kernel and framework readings, GiB)."""
+
+    rank: int
+    pid: int
+    duration_s: float | None = measured("time", "s")
+    peak_rss_gib: float | None = measured("VmHWM", "GiB")  # kernel high-water mark (sampled RSS max for a rank that died)
+    rss_begin_gib: float | None = measured("RSS at begin", "GiB")
+    pss_anon_end_gib: float | None = measured("Pss_Anon at end", "GiB")
+    pss_anon_peak_gib: float | None = measured("Pss_Anon peak", "GiB")
+    uss_end_gib: float | None = measured("USS at end", "GiB")
+    rss_file_rise_gib: float | None = measured("file pages mapped", "GiB")  # a memory-mapped checkpoint: who touched it
+    read_gib: float | None = measured("read()", "GiB")  # bytes read by read() syscalls: a private copy
+    cuda_allocated_gib: float | None = measured("CUDA allocated", "GiB")
+    cuda_reserved_gib: float | None = measured("CUDA reserved", "GiB")
+    cuda_peak_allocated_gib: float | None = measured("CUDA peak allocated", "GiB")
+    cuda_peak_reserved_gib: float | None = measured("CUDA peak reserved", "GiB")
+    nvml_used_gib: float | None = measured("NVML used", "GiB")
+
+
+@dataclass
+class StageRecord:
+    """One stage of a job across its ranks. Node and cgroup figures are above the baseline before ranks started."""
+
+    stage: str
+    status: str  # ok | failed | incomplete
+    ranks_begun: int
+    ranks_done: int
+    duration_s: float | None = measured("time", "s", table=True, summary=True)
+    window_s: float | None = measured("window", "s")  # first rank's begin to last rank's end
+    samples: int | None = measured("samples", "")
+    node_peak_gib: float | None = measured("node Δ", "GiB", table=True, summary=True)
+    node_rise_gib: float | None = measured("stage rise", "GiB", table=True, summary=True)  # peak minus the level at begin
+    cgroup_peak_gib: float | None = measured("cgroup Δ", "GiB", table=True, summary=True)
+    rank_peak_rss_max_gib: float | None = measured("rank VmHWM max", "GiB", table=True, summary=True)
+    rank_pss_anon_peak_max_gib: float | None = measured("rank Pss_Anon max", "GiB", table=True, summary=True)
+    pss_anon_sum_peak_gib: float | None = measured("Σ Pss_Anon", "GiB", table=True, summary=True)
+    rank_uss_end_max_gib: float | None = measured("rank USS", "GiB", table=True)
+    gpu_cuda_peak_allocated_gib: float | None = measured("GPU peak alloc", "GiB", table=True, summary=True)
+    gpu_cuda_reserved_gib: float | None = measured("GPU reserved", "GiB", table=True, summary=True)
+    gpu_nvml_used_gib: float | None = measured("NVML used", "GiB", table=True, summary=True)
+    gpu_nvml_peak_gib: float | None = measured("NVML peak (watcher)", "GiB")
+    # what a stage reports about itself (rank 0's figures)
+    params: int | None = measured("parameters", "")
+    trainable_params: int | None = measured("trainable parameters", "")
+    zero_stage: int | None = measured("ZeRO stage", "")
+    tokens: int | None = measured("tokens", "")
+    actor_loss: float | None = measured("actor loss", "")
+    critic_loss: float | None = measured("critic loss", "")
+    reward_mean: float | None = measured("reward mean", "")
+    kl: float | None = measured("KL", "")
+    per_rank: list[dict[str, Any]] = field(default_factory=list)  # RankRecord dicts, by rank
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as result.json stores it: absent figures left out (a CPU run has no GPU columns)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None or f.name in ALWAYS_STORED:
+                out[f.name] = value
+        return out
+
+
+# figures a CPU run stores as null rather than leaving out (readers index them directly)
+ALWAYS_STORED = {
+    "duration_s",
+    "node_peak_gib",
+    "node_rise_gib",
+    "cgroup_peak_gib",
+    "rank_peak_rss_max_gib",
+    "rank_pss_anon_peak_max_gib",
+    "pss_anon_sum_peak_gib",
+    "rank_uss_end_max_gib",
+}
+STAGE_FACTS = ("params", "trainable_params", "zero_stage", "tokens", "actor_loss", "critic_loss", "reward_mean", "kl")
+RANK_GPU_FIGURES = ("cuda_allocated", "cuda_reserved", "cuda_peak_allocated", "cuda_peak_reserved", "nvml_used")
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    unit: str
+
+    @property
+    def header(self) -> str:
+        return f"{self.label} {self.unit}".strip()
+
+
+def stage_columns(*, table: bool = False, summary: bool = False) -> list[Column]:
+    """The measured stage fields a consumer shows: console table columns, or W&B summary keys."""
+    return [
+        Column(f.name, f.metadata["label"], f.metadata["unit"])
+        for f in fields(StageRecord)
+        if f.metadata and ((table and f.metadata["table"]) or (summary and f.metadata["summary"]))
+    ]
+
+
+COLUMN = {f.name: Column(f.name, f.metadata["label"], f.metadata["unit"]) for f in fields(StageRecord) if f.metadata}
+
+
+def summary_key(stage: str, key: str) -> str:
+    """The W&B summary key of one stage figure."""
+    return f"mem/{stage}/{key}"

@@ -1,0 +1,47 @@
+"""The per-stage table printed at the end of a job (rich)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rlhf_exp.report.record import Column, stage_columns
+
+COLUMNS = [Column("stage", "stage", ""), *stage_columns(table=True)]
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def stage_table(result: dict[str, Any]) -> Table:
+    stages = result.get("stages", [])
+    columns = [c for c in COLUMNS if any(row.get(c.key) is not None for row in stages) or c.key == "stage"]
+    title = (
+        f"{result.get('loader')} · gpus={result.get('gpus')} · {result.get('device')} · "
+        f"{result.get('status')} · ckpt actor {result.get('checkpoint_gib', {}).get('actor', '?')} GiB"
+    )
+    table = Table(title=title, caption="host figures: node Δ = peak (MemTotal−MemAvailable) above baseline")
+    for column in columns:
+        table.add_column(column.header, justify="left" if column.key == "stage" else "right")
+    for row in stages:
+        style = "red" if row.get("status") != "ok" else None
+        table.add_row(*(_fmt(row.get(c.key)) for c in columns), style=style)
+    return table
+
+
+def print_result(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(width=200)
+    console.print(stage_table(result))
+    if result.get("status") != "completed":
+        f = result.get("failure") or {}
+        reason = escape(str(f.get("reason")))  # errors carry [brackets] rich would read as markup
+        console.print(f"[red]FAILED[/red] at stage {f.get('stage')} on rank {f.get('rank')}: {reason}")
+    console.print(f"result: {result.get('result_file')}")

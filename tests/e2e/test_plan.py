@@ -1,0 +1,51 @@
+"""The memory planner: its command, the fit check before any rank, loader=auto, and the watchdog.
+(Planned-vs-measured tolerance is checked on every measured run: conftest.assert_plan_holds.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import RunApp, app_env
+
+from rlhf_exp.config.units import GIB
+from rlhf_exp.memory import kernel as kernel_memory
+
+
+def plan_cli(cache: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides]
+    return subprocess.run(cmd, env=app_env(cache), capture_output=True, text=True, timeout=300)
+
+
+def test_plan_command_marks_the_first_stage_that_does_not_fit(ckpt_cache: Path) -> None:
+    proc = plan_cli(ckpt_cache, "model=llama-13b", "gpus=8", "loader=naive")  # nothing generated or loaded
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    table = proc.stdout
+    assert "plan: loader=naive, 8 rank(s) on cpu" in table and "capacity: host" in table
+    (misfit,) = [line for line in table.splitlines() if "does not fit" in line and "│" in line]
+    assert "actor.load" in misfit  # 8 fp32 copies of a 13B actor: the first load already does not fit
+    for loader in ("direct", "low_mem", "rank0_broadcast", "naive", "staggered"):
+        assert any(line.strip().startswith(loader) for line in table.splitlines())
+    proc = plan_cli(ckpt_cache, "gpus=2")
+    assert proc.returncode == 0 and "does not fit" not in proc.stdout
+
+
+def test_a_plan_that_does_not_fit_stops_the_job_before_any_rank(run_app: RunApp) -> None:
+    proc, result = run_app("plan.host_fraction=0.0001", timeout=300)
+    assert proc.returncode == 2 and result is None
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: plan: loader=naive needs ") and "GiB of host memory at dist_init" in line
+    assert "loaders that fit: none" in line and line.endswith("or plan.fit_check=false")
+    assert "rank_main" not in proc.stdout + proc.stderr
+
+
+def test_watchdog_stops_the_job_before_the_oom_killer(run_app: RunApp) -> None:
+    total, used = kernel_memory.node_total_bytes(), kernel_memory.node_used_bytes()
+    limit = (used + 0.3 * GIB) / total  # crossed once the job process and its rank have started
+    proc, result = run_app("gpus=1", "roles=[actor]", "ppo.steps=0", f"watcher.max_node_fraction={limit:.4f}", timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    failure = result["failure"]
+    assert failure["process"] == "watchdog" and failure["rank"] is None and failure["stage"]
+    assert "watchdog: node memory" in failure["reason"] and "watcher.max_node_fraction" in failure["reason"]
+    assert result["samples"] > 0
