@@ -40,7 +40,8 @@ def replan(result: dict) -> dict:
     """The result with its plan recomputed by today's formulas (shapes from the config's presets, the base
     footprint the job measured), to compare formulas changed after a run against that run's measurements."""
     from rlhf_exp.config.schema import RunSettings
-    from rlhf_exp.plan.formulas import GIB, make_plan
+    from rlhf_exp.config.units import GIB
+    from rlhf_exp.plan.formulas import make_plan
     from rlhf_exp.plan.inputs import role_shapes
 
     settings = RunSettings.model_validate({**result["config"], "loader": {"name": result["loader"], "group_size": 1}})

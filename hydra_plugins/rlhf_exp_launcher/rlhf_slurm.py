@@ -78,25 +78,18 @@ class RlhfSlurmLauncher(SlurmLauncher):
         return Path(str(config.hydra.sweep.dir)) / str(config.hydra.sweep.subdir)
 
     def _check(self, config: DictConfig) -> Any:
-        """The validated settings, before anything is submitted (a bad value: one line, exit 2)."""
-        from rlhf_exp.config.schema import ConfigError, validate
+        """The job's config without Hydra's node, validated before anything is submitted (a bad value: one
+        line, exit 2); returns (settings, the resolved config as the job will record it)."""
+        from rlhf_exp.config.schema import ConfigError, to_plain, validate
 
         plain = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
         with open_dict(plain):
             plain.pop("hydra", None)
         try:
-            return validate(plain)
+            return validate(plain), to_plain(plain)
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
-
-    def _completed(self, config: DictConfig, job_dir: Path) -> Optional[Dict[str, Any]]:  # noqa: UP006, UP045
-        """The job dir's completed result of this very config (resume), else None."""
-        from rlhf_exp.config.schema import to_plain
-        from rlhf_exp.job.result import completed_result
-        from rlhf_exp.jobdir import JobDir
-
-        return completed_result(JobDir(job_dir), to_plain(config))
 
     def launch(self, job_overrides: Any, initial_job_idx: int) -> List[JobReturn]:  # noqa: UP006
         import submitit
@@ -109,15 +102,17 @@ class RlhfSlurmLauncher(SlurmLauncher):
             if k not in OWN_KEYS | {"submitit_folder", "max_num_timeout", "setup"}
         }
         from rlhf_exp.job.placement import SLURM_NODE_TASK_MARKER
+        from rlhf_exp.job.result import completed_result
+        from rlhf_exp.jobdir import JobDir
 
         setup = [*(self.params.get("setup") or []), f"export {SLURM_NODE_TASK_MARKER}=1"]
         srun_args = ["--kill-on-bad-exit=1", *self.params.get("srun_args", [])]
         submitted: List[Any] = []  # noqa: UP006
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self._job_config(list(overrides), idx)
-            settings = self._check(config)
+            settings, plain = self._check(config)
             job_dir = self._job_dir(config)
-            if settings.resume and self._completed(config, job_dir):
+            if settings.resume and completed_result(JobDir(job_dir), plain):
                 log.info(f"\t#{idx} : skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
                 submitted.append((None, list(overrides), config, job_dir))
                 continue

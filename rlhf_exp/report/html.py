@@ -21,14 +21,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rlhf_exp.jobdir import RESULT  # noqa: E402
 from rlhf_exp.report.record import COLUMN  # noqa: E402
 from rlhf_exp.report.summary import load_time_s  # noqa: E402
 
 
 def load_results(sweep_dir: Path) -> list[dict[str, Any]]:
-    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob("**/result.json"))]
+    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob(f"**/{RESULT}"))]
     if not results:
-        raise SystemExit(f"error: no result.json under {sweep_dir}")
+        raise SystemExit(f"error: no {RESULT} under {sweep_dir}")
     return sorted(results, key=lambda r: (r["loader"], r["gpus"]))
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 from conftest import RunApp, app_env, run_sweep_in
 
-from rlhf_exp.job.driver import completed_result
+from rlhf_exp.job.result import completed_result
+from rlhf_exp.jobdir import JobDir
 from rlhf_exp.report.tracking import wandb_run_dirs
 from rlhf_exp.report.wandb_offline import read_offline_run
 
@@ -113,6 +114,6 @@ def test_rerunning_a_sweep_keeps_complete_jobs_and_reruns_failed_ones(tmp_path: 
     assert proc.stdout.count("skipped:") == 1
     # what decides: a completed result of the very same config (resume=false never asks)
     job_dir, config = Path(first[0]["job_dir"]), first[0]["config"]
-    assert completed_result(job_dir, config) == first[0]
-    assert completed_result(job_dir, {**config, "seed": 1}) is None
-    assert completed_result(Path(second[1]["job_dir"]), second[1]["config"]) is None  # failed: run again
+    assert completed_result(JobDir(job_dir), config) == first[0]
+    assert completed_result(JobDir(job_dir), {**config, "seed": 1}) is None
+    assert completed_result(JobDir(Path(second[1]["job_dir"])), second[1]["config"]) is None  # failed: run again

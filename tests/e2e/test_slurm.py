@@ -1,15 +1,19 @@
-"""Sweeps through a real SLURM (started by .ci/run): per-job resources, results in the sweep dir, failures recorded."""
+"""Sweeps through a real SLURM (started by .ci/run): per-job resources, one task per node running the same job
+driver as a local run, so the guard (job_timeout_s, watchdog, SIGTERM), failure attribution and resume behave
+the same."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run_sweep_in
+from conftest import app_env, run_sweep_in
 
 pytestmark = pytest.mark.skipif(
     shutil.which("sbatch") is None or "SLURM_CONF" not in os.environ, reason="no SLURM cluster (.ci/run starts one)"
@@ -21,11 +25,13 @@ LAUNCH = (
     "hydra.launcher.mem_gb=3",
     "hydra.launcher.gpus_per_node_max=4",
     "hydra.launcher.timeout_min=15",
+    "wandb.mode=disabled",
 )
+ACTOR_ONLY = ("roles=[actor,ref]", "ppo.steps=0")
 
 
 def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[str, str]]:
-    """sacct's record of the sweep's jobs, once each has left RUNNING/COMPLETING (rank 0 returns a bit earlier)."""
+    """sacct's record of the sweep's jobs, once each has left RUNNING/COMPLETING (node 0 returns a bit earlier)."""
     ids = sorted({p.name.split("_")[0] for p in submitit_folder.glob("*_submitted.pkl")})
     cmd = ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State,AllocTRES", "-j", ",".join(ids)]
     deadline = time.time() + settle_s
@@ -39,42 +45,91 @@ def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[st
 
 
 @pytest.mark.slow
-def test_each_job_gets_its_own_tasks_and_gpus(tmp_path: Path, ckpt_cache: Path) -> None:
+def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(tmp_path: Path, ckpt_cache: Path) -> None:
     sweep = tmp_path / "sweep"
-    proc, results = run_sweep_in(sweep, ckpt_cache, *LAUNCH, "gpus=1,2", f"hydra.launcher.submitit_folder={sweep}/.submitit")
+    args = (*LAUNCH, "gpus=1,2", f"hydra.launcher.submitit_folder={sweep}/.submitit")
+    proc, results = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [(r["gpus"], r["status"], r["launcher"]) for r in results] == [(1, "completed", "slurm"), (2, "completed", "slurm")]
     for r in results:
         assert all(row["ranks_done"] == r["gpus"] for row in r["stages"])
     jobs = slurm_jobs(sweep / ".submitit")
     assert jobs["rlhf_exp_0"]["state"] == jobs["rlhf_exp_1"]["state"] == "COMPLETED"
+    # one task per node holding all of its ranks: GPUs and cores scale with the job's own gpus
     assert "gres/gpu=1" in jobs["rlhf_exp_0"]["tres"] and "gres/gpu=2" in jobs["rlhf_exp_1"]["tres"]
+    assert "cpu=1," in jobs["rlhf_exp_0"]["tres"] and "cpu=2," in jobs["rlhf_exp_1"]["tres"]
+    submitted = sorted((sweep / ".submitit").glob("*_submitted.pkl"))
+    proc, again = run_sweep_in(sweep, ckpt_cache, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert again == results and sorted((sweep / ".submitit").glob("*_submitted.pkl")) == submitted  # nothing resubmitted
+    assert proc.stderr.count("skipped:") + proc.stdout.count("skipped:") == 2
 
 
 @pytest.mark.slow
-def test_a_killed_rank_fails_its_job_and_the_sweep_returns(tmp_path: Path, ckpt_cache: Path) -> None:
+def test_a_killed_rank_is_attributed_as_locally_and_the_sweep_returns(tmp_path: Path, ckpt_cache: Path) -> None:
     sweep = tmp_path / "sweep"
+    faults = ("gpus=2", "fault.stage=critic.load", "fault.rank=1", "fault.mode=kill")
     proc, results = run_sweep_in(
-        sweep,
-        ckpt_cache,
-        *LAUNCH,
-        "gpus=2",
-        "fault.stage=critic.load",
-        "fault.rank=1",
-        "fault.mode=kill",
-        f"hydra.launcher.submitit_folder={sweep}/.submitit",
-        timeout=600,
+        sweep, ckpt_cache, *LAUNCH, *faults, f"hydra.launcher.submitit_folder={sweep}/.submitit", timeout=600
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (result,) = results
-    assert result["status"] == "failed"
-    assert result["failure"]["rank"] == 1 and result["failure"]["stage"] == "critic.load"
-    assert "SLURM job" in result["failure"]["reason"]
-    assert [row["stage"] for row in result["stages"] if row["status"] == "ok"][:5] == [
-        "dist_init",
-        "actor.load",
-        "actor.init",
-        "ref.load",
-        "ref.init",
-    ]
-    assert slurm_jobs(sweep / ".submitit")["rlhf_exp_0"]["state"] in {"FAILED", "CANCELLED", "NODE_FAIL"}
+    assert result["status"] == "failed" and result["launcher"] == "slurm"
+    failure = result["failure"]
+    assert (failure["rank"], failure["stage"], failure["signal"]) == (1, "critic.load", "SIGKILL")
+    ok = [row["stage"] for row in result["stages"] if row["status"] == "ok"]
+    assert ok[:5] == ["dist_init", "actor.load", "actor.init", "ref.load", "ref.init"]
+
+
+def job_in_stage(job_dir: Path, stage: str) -> bool:
+    events = job_dir / "events" / "rank0.jsonl"
+    return events.exists() and any(json.loads(line).get("stage") == stage for line in events.read_text().splitlines() if line)
+
+
+@pytest.mark.slow
+def test_the_guard_stops_slurm_jobs_on_timeout_watchdog_and_sigterm(tmp_path: Path, ckpt_cache: Path) -> None:
+    """Job 0 outlives job_timeout_s; job 1 crosses the watchdog limit; job 2 hangs until SLURM sends SIGTERM."""
+    sweep = tmp_path / "sweep"
+    cases = {
+        "timeout": ("fault.stage=ref.load", "fault.mode=hang", "job_timeout_s=20"),
+        "watchdog": ("watcher.max_node_fraction=0.001",),
+        "sigterm": ("fault.stage=ref.load", "fault.mode=hang"),
+    }
+    procs = {}
+    for name, extra in cases.items():
+        d = sweep / name
+        args = [
+            "-m",
+            f"hydra.sweep.dir={d}",
+            *LAUNCH,
+            *ACTOR_ONLY,
+            "gpus=1",
+            *extra,
+            f"hydra.launcher.submitit_folder={d}/.submitit",
+        ]
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-m", "rlhf_exp", *args],
+            cwd=tmp_path,
+            env=app_env(ckpt_cache),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    job_dir = sweep / "sigterm" / "0_gpus1_naive"
+    deadline = time.time() + 300
+    while not job_in_stage(job_dir, "ref.load") and time.time() < deadline:
+        time.sleep(0.5)
+    assert job_in_stage(job_dir, "ref.load"), "the sigterm job never reached ref.load"
+    (slurm_id,) = {p.name.split("_")[0] for p in (sweep / "sigterm" / ".submitit").glob("*_submitted.pkl")}
+    subprocess.run(["scancel", "--signal=TERM", slurm_id], check=True)  # as SLURM does at the time limit
+    results = {}
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=400)
+        assert proc.returncode == 0, (name, err[-3000:])
+        results[name] = json.loads((sweep / name / "0_gpus1_naive" / "result.json").read_text())
+    timeout, watchdog, sigterm = results["timeout"]["failure"], results["watchdog"]["failure"], results["sigterm"]["failure"]
+    assert timeout["reason"] == "job stopped: job_timeout_s=20 exceeded" and timeout["stage"] == "ref.load"
+    assert watchdog["process"] == "watchdog" and "watcher.max_node_fraction" in watchdog["reason"]
+    assert sigterm["reason"] == "job stopped by SIGTERM" and sigterm["stage"] == "ref.load"
+    for result in results.values():
+        assert result["status"] == "failed" and result["launcher"] == "slurm" and result["samples"] > 0

@@ -6,17 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+from conftest import compose_settings
 
 from rlhf_exp.checkpoints.generate import resolve_checkpoint
-from rlhf_exp.cli.argv_checks import CONF_DIR, check_group_choices, group_choices
+from rlhf_exp.cli.argv_checks import check_group_choices
+from rlhf_exp.config.compose import group_choices
 from rlhf_exp.config.deepspeed import role_ds_config
-from rlhf_exp.config.schema import ConfigError, RunSettings, validate
-
-
-def compose_settings(*overrides: str) -> RunSettings:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return validate(compose("config", overrides=list(overrides)))
+from rlhf_exp.config.schema import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,50 @@
+"""The loader declarations are the one list of loaders: the Hydra group, validation, auto and help agree with it."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import compose_settings
+
+from rlhf_exp.cli.help import help_text
+from rlhf_exp.config.compose import group_choices
+from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.loaders.registry import AUTO, LOADER_CHOICES, LOADERS, auto_order
+from rlhf_exp.plan.fit import usable_loaders
+
+
+def test_every_declared_loader_has_its_yaml_and_nothing_else_does() -> None:
+    assert sorted(group_choices("loader")) == sorted(LOADER_CHOICES)
+    for name in LOADERS:
+        assert compose_settings(f"loader={name}", *(["zero=stage3"] if LOADERS[name].partitioned else [])).loader.name == name
+
+
+def test_every_declaration_resolves_to_a_loader_function() -> None:
+    for spec in LOADERS.values():
+        assert callable(spec.load_function()), spec.name
+
+
+def test_auto_order_is_a_strict_order_over_every_loader() -> None:
+    ranks = [spec.auto_rank for spec in auto_order()]
+    assert ranks == sorted(set(ranks)) and len(ranks) == len(LOADERS)
+
+
+def test_partitioned_loaders_need_zero3_in_validation_and_the_planner() -> None:
+    partitioned = [name for name, spec in LOADERS.items() if spec.partitioned]
+    assert partitioned == ["zero3_init"]
+    with pytest.raises(ConfigError, match="zero3_init needs ZeRO-3 for every role"):
+        compose_settings("loader=zero3_init", "zero=stage2")
+    assert "zero3_init" not in usable_loaders(compose_settings("zero=stage2"))
+    assert "zero3_init" in usable_loaders(compose_settings("zero=stage3"))
+
+
+def test_help_names_the_app_its_subcommands_and_every_choice_but_private_files() -> None:
+    text = help_text()
+    assert text.startswith("rlhf_exp:") and "powered by Hydra" not in text
+    for word in ("python -m rlhf_exp plan", "python -m rlhf_exp report", "-m gpus=1,8"):
+        assert word in text
+    for group in ("model", "zero", "lora", "loader"):
+        for option in group_choices(group):
+            assert f"    {option} " in text, (group, option)
+    for spec in LOADERS.values():
+        assert spec.summary in text
+    assert "_base" not in text and AUTO in text

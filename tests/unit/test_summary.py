@@ -1,0 +1,81 @@
+"""Stage records from synthetic events and samples (report/summary.py), and the columns they feed."""
+
+from __future__ import annotations
+
+import pytest
+from synthetic import event, mem, sample, start
+
+from rlhf_exp.report.record import COLUMN, stage_columns, summary_key
+from rlhf_exp.report.summary import load_time_s, summarize_records
+from rlhf_exp.report.table import COLUMNS
+from rlhf_exp.report.tracking import SUMMARY_KEYS, summary_of
+
+
+def two_rank_job() -> tuple[dict, list]:
+    events = {
+        r: [
+            start(r),
+            event(r, "dist_init", "begin", 1.0),
+            event(r, "dist_init", "end", 2.0, duration_s=1.0),
+            {**event(r, "actor.load", "begin", 3.0), **mem(1.0)},
+            {**event(r, "actor.load", "end", 5.0 + r, duration_s=2.0 + r), **mem(1.5, vmhwm_gib=2.0 + r, pss_gib=1.4)},
+        ]
+        for r in (0, 1)
+    }
+    samples = [
+        sample(0.5, 10.0),  # the baseline, before ranks
+        sample(1.5, 11.0, {0: 1.0, 1: 1.0}),
+        sample(3.2, 13.0, {0: 1.0, 1: 1.0}),
+        sample(4.0, 14.5, {0: 1.8, 1: 2.5}),
+        sample(5.5, 13.0, {0: 1.5, 1: 1.6}),
+        sample(7.0, 12.0, {0: 1.5, 1: 1.5}),
+    ]
+    return events, samples
+
+
+def test_a_stage_spans_first_begin_to_last_end_above_the_baseline() -> None:
+    events, samples = two_rank_job()
+    summary = summarize_records(events, samples)
+    assert [row["stage"] for row in summary["stages"]] == ["dist_init", "actor.load"]
+    load = summary["stages"][1]
+    assert load["status"] == "ok" and load["ranks_begun"] == load["ranks_done"] == 2
+    assert load["window_s"] == 3.0 and load["samples"] == 3  # t = 3.2, 4.0 and 5.5 fall in [3, 6]
+    assert load["node_peak_gib"] == 4.5 and load["node_rise_gib"] == 1.5  # above baseline; above the window's first sample
+    assert load["rank_peak_rss_max_gib"] == 3.0  # rank 1's VmHWM: the kernel's figure, not a sample
+    assert load["rank_pss_anon_peak_max_gib"] == 2.5  # sampled Pss_Anon beats the end figure
+    assert load["duration_s"] == 3.0
+    assert [r["peak_rss_gib"] for r in load["per_rank"]] == [2.0, 3.0]
+    assert summary["node_peak_gib"] == 4.5 and summary["samples"] == 6
+    assert "gpu_cuda_peak_allocated_gib" not in load and "cuda_allocated_gib" not in load["per_rank"][0]
+    assert load_time_s(summary) == 3.0
+
+
+def test_a_rank_that_died_in_a_stage_is_sized_from_the_watcher_and_the_stage_is_incomplete() -> None:
+    events, samples = two_rank_job()
+    events[1] = events[1][:-1]  # rank 1 never ended actor.load
+    load = summarize_records(events, samples)["stages"][1]
+    assert load["status"] == "incomplete" and load["ranks_done"] == 1
+    dead = load["per_rank"][1]
+    assert dead["duration_s"] is None and dead["peak_rss_gib"] == 2.5  # largest RSS the watcher saw
+
+
+def test_an_error_event_fails_the_stage() -> None:
+    events, samples = two_rank_job()
+    events[1][-1] = {**events[1][-1], "event": "error", "error": "RuntimeError: boom"}
+    assert summarize_records(events, samples)["stages"][1]["status"] == "failed"
+
+
+def test_no_samples_gives_no_stages() -> None:
+    events, _ = two_rank_job()
+    assert summarize_records(events, []) == {"stages": [], "baseline": {}}
+
+
+def test_the_table_the_tracker_and_the_report_read_their_columns_from_the_record() -> None:
+    assert [c.key for c in COLUMNS[1:]] == [c.key for c in stage_columns(table=True)]
+    assert SUMMARY_KEYS == tuple(c.key for c in stage_columns(summary=True))
+    assert COLUMN["node_peak_gib"].header == "node Δ GiB"
+    events, samples = two_rank_job()
+    result = {"status": "completed", **summarize_records(events, samples)}
+    summary = summary_of(result)
+    assert summary[summary_key("actor.load", "node_peak_gib")] == 4.5
+    assert summary["load_time_s"] == pytest.approx(3.0)
