@@ -6,17 +6,17 @@ the check costs seconds even for a 13B checkpoint. Each problem is one ConfigErr
 
 from __future__ import annotations
 
-import json
 import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from transformers import AutoConfig
 
+from rlhf_exp.checkpoints.architecture import supported_config
 from rlhf_exp.checkpoints.files import VALUE_HEAD_FILE, weight_files
-from rlhf_exp.checkpoints.meta import meta_model
+from rlhf_exp.checkpoints.meta import base_name, checkpoint_key_mapper, meta_model, value_head_width, weight_shapes
 from rlhf_exp.config.roles import CheckpointKind
 from rlhf_exp.config.schema import ConfigError
 
@@ -42,31 +42,29 @@ def file_shapes(key: str, f: Path) -> Shapes:
     return {k: tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
 
 
-def expected_shapes(key: str, path: Path, kind: CheckpointKind) -> Shapes:
-    """What config.json says the weights are, from a model built on the meta device (no memory)."""
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError, json.JSONDecodeError) as err:
-        raise ConfigError(f"{key}: {path}/config.json is unreadable ({str(err).splitlines()[0][:200]})") from None
-    return {k: tuple(v.shape) for k, v in meta_model(config, kind).state_dict().items() if "rotary_emb" not in k}
-
-
-def _base_name(name: str) -> str:
-    return name.removeprefix("model.")
+def expected_shapes(key: str, path: Path, kind: CheckpointKind) -> tuple[Shapes, Callable[[str], str], int]:
+    """What config.json says the weights are (base-model names), how the file's names map to them, and the value
+    head's width: from a model built on the meta device (no memory)."""
+    config = supported_config(key, path)
+    model = meta_model(config, kind)
+    wanted = {base_name(model, k): v for k, v in weight_shapes(model).items()}
+    to_model = checkpoint_key_mapper(model)
+    return wanted, lambda name: base_name(model, to_model(name)), value_head_width(config)
 
 
 def check_checkpoint(key: str, path: Path, kind: CheckpointKind) -> None:
-    """Raise ConfigError (one line, naming `key`) when the checkpoint at `path` cannot feed a `kind` model."""
+    """Raise ConfigError (one line, naming `key`) when the checkpoint at `path` cannot feed a `kind` model.
+
+    Tied weights (lm_head sharing the embedding) are expected once; a critic may start from a causal-LM
+    checkpoint (its lm_head is simply unused)."""
+    wanted, to_wanted, head_width = expected_shapes(key, path, kind)
     try:
         files = weight_files(path)
     except FileNotFoundError as err:
         raise ConfigError(f"{key}: {err}; valid: a directory with config.json and model*.safetensors") from None
     stored: Shapes = {}
     for f in files:
-        stored.update({_base_name(k): v for k, v in file_shapes(key, f).items()})
-    wanted = {_base_name(k): v for k, v in expected_shapes(key, path, kind).items()}
-    if kind == "value":  # a critic may start from a causal-LM checkpoint: its lm_head is simply unused
-        stored.pop("lm_head.weight", None)
+        stored.update({to_wanted(k): v for k, v in file_shapes(key, f).items()})
     missing = sorted(set(wanted) - set(stored))
     if missing:
         raise ConfigError(f"{key}: {path} lacks {len(missing)} weights its config.json needs, e.g. {missing[0]}")
@@ -78,7 +76,6 @@ def check_checkpoint(key: str, path: Path, kind: CheckpointKind) -> None:
             )
     head = path / VALUE_HEAD_FILE
     if kind == "value" and head.exists():
-        hidden = wanted["norm.weight"][0]
         shape = file_shapes(key, head).get("v_head.weight")
-        if shape != (1, hidden):
-            raise ConfigError(f"{key}: {head} has v_head.weight {shape}, the config needs {[1, hidden]}")
+        if shape != (1, head_width):
+            raise ConfigError(f"{key}: {head} has v_head.weight {shape}, the config needs {[1, head_width]}")

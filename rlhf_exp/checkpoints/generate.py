@@ -7,15 +7,18 @@ The layout is checkpoints/files.py's.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+from torch import nn
 
 from rlhf_exp.checkpoints.files import COMPLETE_MARKER, VALUE_HEAD_FILE
-from rlhf_exp.checkpoints.meta import meta_model, model_class
+from rlhf_exp.checkpoints.locate import locate
+from rlhf_exp.checkpoints.meta import meta_model, value_head_width, weight_shapes
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import CheckpointKind
 from rlhf_exp.config.units import GIB, torch_dtype
@@ -23,18 +26,28 @@ from rlhf_exp.config.units import GIB, torch_dtype
 SHARD_BYTES = 2 * GIB
 
 
-def _random_tensor(name: str, shape: torch.Size, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-    if name.endswith("norm.weight"):  # RMSNorm scales start at one, as in a trained model's range
-        return torch.ones(shape, dtype=dtype)
+def _norm_weights(model: nn.Module) -> set[str]:
+    """Names of the weights of normalization layers (RMSNorm, LayerNorm: any module class named *Norm)."""
+    return {
+        f"{owner}.{name}" if owner else name
+        for owner, module in model.named_modules()
+        if "norm" in type(module).__name__.lower()
+        for name, _ in module.named_parameters(recurse=False)
+    }
+
+
+def _random_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, norms: set[str]) -> torch.Tensor:
+    if name in norms:  # norm scales start at one and shifts at zero, as in a trained model's range
+        return torch.ones(shape, dtype=dtype) if name.endswith("weight") else torch.zeros(shape, dtype=dtype)
     return (torch.randn(shape, generator=gen) * 0.02).to(dtype)
 
 
-def _plan_shards(shapes: dict[str, torch.Size], dtype: torch.dtype) -> list[list[str]]:
+def _plan_shards(shapes: dict[str, tuple[int, ...]], dtype: torch.dtype) -> list[list[str]]:
     """Group tensor names into shards of at most SHARD_BYTES (a tensor never spans shards)."""
     shards: list[list[str]] = [[]]
     size = 0
     for name, shape in shapes.items():
-        nbytes = shape.numel() * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize
         if shards[-1] and size + nbytes > SHARD_BYTES:
             shards.append([])
             size = 0
@@ -43,7 +56,7 @@ def _plan_shards(shapes: dict[str, torch.Size], dtype: torch.dtype) -> list[list
     return shards
 
 
-def _write_shards(shapes: dict[str, torch.Size], out: Path, dtype: torch.dtype, seed: int) -> None:
+def _write_shards(shapes: dict[str, tuple[int, ...]], norms: set[str], out: Path, dtype: torch.dtype, seed: int) -> None:
     """Generate and save one shard at a time, so RAM holds at most one shard."""
     gen = torch.Generator().manual_seed(seed)
     plan = _plan_shards(shapes, dtype)
@@ -53,10 +66,10 @@ def _write_shards(shapes: dict[str, torch.Size], out: Path, dtype: torch.dtype, 
         else [f"model-{i:05d}-of-{len(plan):05d}.safetensors" for i in range(1, len(plan) + 1)]
     )
     for fname, keys in zip(names, plan, strict=True):
-        shard = {k: _random_tensor(k, shapes[k], dtype, gen) for k in keys}
+        shard = {k: _random_tensor(k, shapes[k], dtype, gen, norms) for k in keys}
         save_file(shard, out / fname, metadata={"format": "pt"})
     if len(plan) > 1:
-        total = sum(s.numel() * dtype.itemsize for s in shapes.values())
+        total = sum(math.prod(s) * dtype.itemsize for s in shapes.values())
         weight_map = {k: fname for fname, keys in zip(names, plan, strict=True) for k in keys}
         (out / "model.safetensors.index.json").write_text(
             json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=1)
@@ -67,16 +80,16 @@ def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path
     """Write a random-weight checkpoint of a preset shape to `out` (atomically, via a temp dir)."""
     config = preset_config(preset)
     config.dtype = torch_dtype(dtype)
-    shapes = {k: v.shape for k, v in meta_model(config, kind).state_dict().items()}
+    model = meta_model(config, kind)
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    config.architectures = [model_class(kind).__name__]
+    config.architectures = [type(model).__name__]
     config.save_pretrained(tmp)
-    _write_shards(shapes, tmp, torch_dtype(dtype), seed)
+    _write_shards(weight_shapes(model), _norm_weights(model), tmp, torch_dtype(dtype), seed)
     if kind == "value":
         gen = torch.Generator().manual_seed(seed + 1)
-        head = (torch.randn(1, config.hidden_size, generator=gen) * 0.02).to(torch_dtype(dtype))
+        head = (torch.randn(1, value_head_width(config), generator=gen) * 0.02).to(torch_dtype(dtype))
         save_file({"v_head.weight": head}, tmp / VALUE_HEAD_FILE, metadata={"format": "pt"})
     (tmp / COMPLETE_MARKER).write_text("ok\n")
     if out.exists():  # another job generated it meanwhile: keep theirs
@@ -94,7 +107,7 @@ def preset_dir(preset: str, kind: CheckpointKind, dtype: str, cache_dir: str, se
 def existing_checkpoint(preset: str | None, path: str | None, kind: CheckpointKind, dtype: str, cache_dir: str) -> Path | None:
     """The checkpoint directory if it is already on disk (nothing generated), else None."""
     if path:
-        return Path(path).expanduser().resolve()
+        return locate(path)
     assert preset is not None
     out = preset_dir(preset, kind, dtype, cache_dir)
     return out if (out / COMPLETE_MARKER).exists() else None
@@ -105,7 +118,7 @@ def resolve_checkpoint(
 ) -> Path:
     """The checkpoint directory for a role: the user's path, or the preset's (generated on first use)."""
     if path:
-        return Path(path).expanduser().resolve()
+        return locate(path)
     assert preset is not None
     out = preset_dir(preset, kind, dtype, cache_dir, seed)
     if not (out / COMPLETE_MARKER).exists():

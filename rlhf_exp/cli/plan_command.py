@@ -8,6 +8,7 @@ that does not fit, then one line per loader.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -15,8 +16,29 @@ from rich.table import Table
 from rlhf_exp.cli.argv_checks import check_group_choices
 from rlhf_exp.config.compose import compose_config
 from rlhf_exp.config.roles import CHECKPOINT_KIND
-from rlhf_exp.config.schema import ConfigError, validate
+from rlhf_exp.config.schema import ConfigError, RunSettings, validate
 from rlhf_exp.config.units import GIB
+
+if TYPE_CHECKING:
+    from rlhf_exp.plan.fit import Capacity
+    from rlhf_exp.plan.terms import Plan
+
+
+def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan], Capacity]:
+    """Every usable loader's plan for the composed config, and this machine's capacity. Raises ConfigError."""
+    settings = validate(compose_config(overrides))
+    from rlhf_exp.checkpoints.generate import existing_checkpoint
+    from rlhf_exp.job.device import resolve_device
+    from rlhf_exp.plan.inputs import plans_here
+
+    device, _ = resolve_device(settings)
+    m = settings.model
+    checkpoints = {
+        which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)
+        for which, kind in CHECKPOINT_KIND.items()
+    }
+    plans, cap = plans_here(settings, device, checkpoints)
+    return settings, device, plans, cap
 
 
 def main(overrides: list[str]) -> int:
@@ -24,25 +46,13 @@ def main(overrides: list[str]) -> int:
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         return 2
-    cfg = compose_config(overrides)
     try:
-        settings = validate(cfg)
-        from rlhf_exp.job.device import resolve_device
-
-        device, _ = resolve_device(settings)
+        settings, device, plans, cap = plan_config(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from rlhf_exp.checkpoints.generate import existing_checkpoint
     from rlhf_exp.plan.fit import first_misfit, pick
-    from rlhf_exp.plan.inputs import plans_here
 
-    m = settings.model
-    checkpoints = {
-        which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)
-        for which, kind in CHECKPOINT_KIND.items()
-    }
-    plans, cap = plans_here(settings, device, checkpoints)
     name = pick(settings, plans, cap)
     plan, misfit = plans[name], first_misfit(plans[name], cap)
     console = Console(width=160)

@@ -41,9 +41,10 @@ class CheckpointSpec(Strict):
     @model_validator(mode="after")
     def _preset_or_path(self) -> CheckpointSpec:
         if self.path:
-            p = Path(self.path).expanduser()
-            if not (p / "config.json").is_file():
-                raise ValueError(f"{self.path} is not a checkpoint directory (no config.json)")
+            from rlhf_exp.checkpoints.locate import locate, missing_message  # a hub id: the local HF cache
+
+            if not (locate(self.path) / "config.json").is_file():
+                raise ValueError(missing_message(self.path))
         elif not self.preset:
             raise ValueError("set a preset or a path")
         return self
@@ -53,6 +54,7 @@ class ModelSettings(Strict):
     actor: CheckpointSpec
     critic: CheckpointSpec
     checkpoint_dtype: Literal["fp32", "bf16", "fp16"] = "fp16"
+    num_padding_at_beginning: int = Field(default=0, ge=0)  # DeepSpeed-Chat's --num_padding_at_beginning (OPT: 1)
     cache_dir: str
 
 
@@ -82,7 +84,7 @@ class LoraSettings(Strict):
     r: int = Field(gt=0)
     alpha: float = Field(gt=0)
     dropout: float = Field(ge=0, lt=1)
-    target_modules: list[str] = Field(min_length=1)
+    target_modules: list[str] | Literal["auto"] = "auto"  # auto: the family's attention and MLP linear layers
     only_optimize_lora: bool
 
 

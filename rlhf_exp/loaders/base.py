@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from rlhf_exp.checkpoints.meta import model_class as checkpoint_model_class
 from rlhf_exp.config.roles import CheckpointKind
 
 
@@ -40,9 +41,7 @@ def node_local_rank() -> int:
 
 def model_class(request: LoadRequest) -> type:
     """The transformers Auto class a request's checkpoint kind is built with."""
-    from transformers import AutoModel, AutoModelForCausalLM
-
-    return AutoModelForCausalLM if request.kind == "causal_lm" else AutoModel
+    return checkpoint_model_class(request.kind)
 
 
 def node_world_size() -> int:

@@ -9,6 +9,7 @@ from safetensors.torch import load as load_safetensors_bytes
 from torch import nn
 
 from rlhf_exp.checkpoints.files import weight_files
+from rlhf_exp.checkpoints.meta import checkpoint_key_mapper, weight_shapes
 
 
 def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
@@ -27,17 +28,16 @@ def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
 
 
 def match_keys(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:
-    """Rename checkpoint keys to the model's: a causal-LM checkpoint ('model.*') feeds a bare base model."""
-    wanted = set(model.state_dict().keys())
-    if wanted & state.keys():
-        return state
-    stripped = {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
-    return stripped if wanted & stripped.keys() else state
+    """Rename checkpoint keys to the model's as transformers' own loading does (checkpoints/meta.py)."""
+    to_model = checkpoint_key_mapper(model)
+    return {to_model(k): v for k, v in state.items()}
 
 
 def load_into(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """load_state_dict that fails loudly when a model weight is absent from the checkpoint."""
+    """load_state_dict that fails loudly when a model weight is absent from the checkpoint (a tied weight,
+    such as an lm_head sharing the embedding, is filled through the weight it is tied to)."""
     result = model.load_state_dict(match_keys(state, model), strict=False)
-    missing = [k for k in result.missing_keys if "rotary_emb" not in k]
+    stored = weight_shapes(model)
+    missing = [k for k in result.missing_keys if k in stored]
     if missing:
         raise KeyError(f"checkpoint lacks {len(missing)} weights of the model, e.g. {missing[:3]}")

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
 
+from rlhf_exp.checkpoints.architecture import supported_config
 from rlhf_exp.checkpoints.files import weight_bytes
-from rlhf_exp.checkpoints.meta import meta_model
+from rlhf_exp.checkpoints.meta import lora_targets, meta_model, value_head_width
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
 from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
@@ -24,9 +25,10 @@ from rlhf_exp.plan.fit import Capacity, all_plans, capacity
 from rlhf_exp.plan.terms import Plan, RoleShape
 
 
-def _config(spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
+def _config(key: str, spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
+    """config.json when the checkpoint exists (no weights needed), else the preset's."""
     if checkpoint is not None and (checkpoint / "config.json").is_file():
-        return AutoConfig.from_pretrained(checkpoint)
+        return supported_config(key, checkpoint)
     assert spec.preset is not None
     return preset_config(spec.preset)
 
@@ -35,11 +37,20 @@ def _lora_params(model: nn.Module, lora: LoraSettings) -> int:
     """r x (in + out) per targeted linear layer, as peft adds them."""
     if not lora.enabled:
         return 0
+    targets = lora_targets(model, lora.target_modules)
     return sum(
         lora.r * (m.in_features + m.out_features)
         for name, m in model.named_modules()
-        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in lora.target_modules
+        if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in targets
     )
+
+
+def _checkpoint_bytes(checkpoint: Path | None, params: int, dtype: str) -> int:
+    """The weight files' size, or (not generated yet, or config.json alone) what they will weigh."""
+    try:
+        return weight_bytes(checkpoint) if checkpoint is not None else params * DTYPE_BYTES[dtype]
+    except FileNotFoundError:
+        return params * DTYPE_BYTES[dtype]
 
 
 def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
@@ -50,20 +61,20 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
         which = ROLE_CHECKPOINT[role]
         ckpt = checkpoints.get(which)
         if which not in models:
-            models[which] = meta_model(_config(getattr(settings.model, which), ckpt), ROLE_KIND[role])
+            config = _config(f"model.{which}.path", getattr(settings.model, which), ckpt)
+            models[which] = meta_model(config, ROLE_KIND[role])
         model = models[which]
         config = model.config
         base = sum(p.numel() for p in model.parameters())
         lora = _lora_params(model, settings.lora) if role in TRAIN_ROLES else 0  # frozen roles get no adapters
-        head = config.hidden_size if ROLE_KIND[role] == "value" else 0
+        head = value_head_width(config) if ROLE_KIND[role] == "value" else 0
         params = base + lora + head
         trainable = 0
         if role in TRAIN_ROLES:
             trainable = lora + head if settings.lora.enabled and settings.lora.only_optimize_lora else params
-        if ckpt is not None and ckpt.exists():
-            ckpt_bytes = weight_bytes(ckpt)
-        else:
-            ckpt_bytes = base * DTYPE_BYTES[settings.model.checkpoint_dtype]
+        ckpt_bytes = _checkpoint_bytes(
+            ckpt if ckpt is not None and ckpt.exists() else None, base, settings.model.checkpoint_dtype
+        )
         largest = max(p.numel() for p in model.parameters())
         shapes[role] = RoleShape(params=params, trainable=trainable, checkpoint_bytes=ckpt_bytes, largest_tensor=largest)
     return shapes

@@ -41,12 +41,13 @@ def load_role_model(
         group_size=settings.loader.group_size,
     )
     model = get_spec(settings.loader.name).load_function()(request)
+    # what is initialized here (a fresh v_head, LoRA) must not depend on what the loader drew before
+    torch.manual_seed(settings.seed + ROLES.index(role))
     if request.kind == "value":
-        model = RewardModel(model)
+        model = RewardModel(model, settings.model.num_padding_at_beginning)
         model.v_head.to(device=next(model.rwtransformer.parameters()).device)
         load_value_head(model, checkpoint)
     if role in TRAIN_ROLES:
-        torch.manual_seed(settings.seed + ROLES.index(role))  # same LoRA init whatever the loader drew before
         return apply_lora(model, settings.lora, always_train=("v_head",))
     model.requires_grad_(False)
     return model.eval()

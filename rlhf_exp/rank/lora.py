@@ -5,6 +5,7 @@ from __future__ import annotations
 from peft import LoraConfig, inject_adapter_in_model
 from torch import nn
 
+from rlhf_exp.checkpoints.meta import lora_targets
 from rlhf_exp.config.schema import LoraSettings
 
 
@@ -15,7 +16,8 @@ def apply_lora(model: nn.Module, lora: LoraSettings, always_train: tuple[str, ..
     """
     if not lora.enabled:
         return model
-    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=list(lora.target_modules))
+    targets = lora_targets(model, lora.target_modules)
+    config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
     model = inject_adapter_in_model(config, model)
     for name, param in model.named_parameters():
         trainable = "lora_" in name or any(name.startswith(p) for p in always_train)

@@ -91,7 +91,6 @@ def _end_scores(values: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
 
 
 def generate(actor: Any, prompts: torch.Tensor, ppo: PpoSettings, synced_gpus: bool) -> torch.Tensor:
-    actor.eval()
     with torch.no_grad():
         seq = actor.module.generate(
             prompts,
@@ -102,8 +101,14 @@ def generate(actor: Any, prompts: torch.Tensor, ppo: PpoSettings, synced_gpus: b
             pad_token_id=0,
             synced_gpus=synced_gpus,
         )
-    actor.train()
     return seq
+
+
+def set_modes(engines: dict[str, Any], training: bool) -> None:
+    """DeepSpeed-Chat's trainer: generation with every model in eval mode; scoring and training with the actor
+    and critic in train mode (dropout on, as in DS-Chat's generate_experience), ref and reward always eval."""
+    for role, engine in engines.items():
+        engine.train(training and role in ("actor", "critic"))
 
 
 def score(engines: dict[str, Any], seq: torch.Tensor) -> Experience:
@@ -157,10 +162,14 @@ def run_ppo(engines: dict[str, Any], ppo: PpoSettings, batch: int, seed: int, re
     synced_gpus = actor.zero_optimization_stage() == 3 and dist.is_initialized() and dist.get_world_size() > 1
     vocab = actor.module.config.vocab_size
     for step in range(1, ppo.steps + 1):
-        prompts = make_prompts(vocab, batch, ppo.prompt_len, seed + 1000 * step + recorder.rank, recorder.device)
+        step_seed = seed + 1000 * step + recorder.rank
+        prompts = make_prompts(vocab, batch, ppo.prompt_len, step_seed, recorder.device)
+        torch.manual_seed(step_seed)  # dropout (OPT trains with 0.1) draws the same masks whatever the loader drew before
         with recorder.stage(ppo_stage(step, "generate")) as info:
+            set_modes(engines, training=False)
             seq = generate(actor, prompts, ppo, synced_gpus)
             info["tokens"] = int(seq.numel())
+        set_modes(engines, training=True)
         with recorder.stage(ppo_stage(step, "score")):
             exp = score(engines, seq)
         with recorder.stage(ppo_stage(step, "train_actor")) as info:

@@ -9,16 +9,20 @@ from safetensors.torch import load_file
 from torch import nn
 
 from rlhf_exp.checkpoints.files import VALUE_HEAD_FILE
+from rlhf_exp.checkpoints.meta import value_head_width
 
 
 class RewardModel(nn.Module):
-    """As dschat/utils/model/reward_model.py: `rwtransformer` + `v_head` (hidden -> 1, no bias)."""
+    """As dschat/utils/model/reward_model.py: `rwtransformer` + `v_head` (the base model's output width -> 1,
+    no bias; OPT's is word_embed_proj_dim). `num_padding_at_beginning` (OPT: 1) is kept as DeepSpeed-Chat keeps
+    it: its step-2 pairwise loss skips those pads; the PPO scores read the last token and do not use it."""
 
-    def __init__(self, base_model: nn.Module) -> None:
+    def __init__(self, base_model: nn.Module, num_padding_at_beginning: int = 0) -> None:
         super().__init__()
         self.config = base_model.config
+        self.num_padding_at_beginning = num_padding_at_beginning
         self.rwtransformer = base_model
-        self.v_head = nn.Linear(self.config.hidden_size, 1, bias=False)
+        self.v_head = nn.Linear(value_head_width(self.config), 1, bias=False)
 
     def forward_value(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.rwtransformer(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)[0]

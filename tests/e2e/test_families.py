@@ -1,0 +1,178 @@
+"""Checkpoints of every common family, as a user saves them with transformers' own classes: checked, planned,
+built into the four engines by every kind of loader and trained one PPO step on CPU ranks, weights bit-identical
+across loaders; encoder-only and encoder-decoder checkpoints refused in one line before any rank."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import app_env, run_sweep_in
+
+from rlhf_exp.config.presets import PRESETS, preset_config
+
+FAMILIES = ("mistral", "qwen2", "gemma", "phi", "gpt_neox", "opt")  # llama: every other test
+
+
+def save_pretrained(family: str, out: Path) -> Path:
+    """A tiny random checkpoint of `family`, written by transformers itself (as a user's would be)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(preset_config(f"tiny-{family}"), dtype=torch.float16)
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def user_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("families")
+    return {family: save_pretrained(family, base / family) for family in FAMILIES}
+
+
+def weights(result: dict) -> dict[str, str]:
+    return {f.name: f.read_text() for f in sorted((Path(result["job_dir"]) / "weights").glob("*.json"))}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_users_checkpoint_of_each_family_builds_the_engine_the_same_with_every_kind_of_loader(
+    family: str, user_checkpoints: dict[str, Path], tmp_path: Path, ckpt_cache: Path
+) -> None:
+    ckpt = user_checkpoints[family]
+    overrides = (
+        "model=local",
+        f"model.actor.path={ckpt}",
+        f"model.critic.path={ckpt}",  # a causal-LM checkpoint as the critic: its lm_head unused, a fresh value head
+        "gpus=2",
+        "zero=stage3",
+        "loader=naive,zero3_init",  # DeepSpeed-Chat 2023's full private read vs the partitioned from_pretrained
+        "verify_weights=true",
+        "wandb.mode=disabled",
+    )
+    proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in results:
+        assert r["status"] == "completed", (family, r["loader"], r["failure"])
+        assert r["plan"]["stages"], family
+    naive, zero3 = results
+    assert weights(naive) == weights(zero3) and len(weights(naive)) == 8  # four engines, after init and after PPO
+    actor = json.loads((Path(naive["job_dir"]) / "weights" / "actor.json").read_text())
+    assert any("lora_A" in name for name in actor), family  # the family's own linear layers got adapters
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["qwen2", "opt"])
+def test_every_loader_gives_the_same_engines_for_tied_and_projected_families(
+    family: str, tmp_path: Path, ckpt_cache: Path
+) -> None:
+    """Qwen2 ties its lm_head to the embedding; OPT (DeepSpeed-Chat's default) also projects 64 -> 32 at the end."""
+    overrides = (
+        f"model.actor.preset=tiny-{family}",
+        f"model.critic.preset=tiny-{family}",
+        "loader=naive,staggered,low_mem,rank0_broadcast,zero3_init,direct",
+        "gpus=2",
+        "zero=stage3",
+        "verify_weights=true",
+        "ppo.steps=0" if family == "qwen2" else "ppo.steps=1",
+        "wandb.mode=disabled",
+    )
+    proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all(r["status"] == "completed" for r in results), [(r["loader"], r["failure"]) for r in results]
+    reference = weights(results[0])
+    assert reference and all(weights(r) == reference for r in results[1:])
+
+
+def plan_cli(cache: Path, *overrides: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides]
+    return subprocess.run(cmd, env=app_env(cache), capture_output=True, text=True, timeout=300)
+
+
+def test_presets_of_deepspeed_chat_and_a_current_family_plan_without_weights(ckpt_cache: Path) -> None:
+    assert PRESETS["opt-350m"].shape["word_embed_proj_dim"] == 512
+    for model in ("opt-1.3b", "qwen2.5-7b"):
+        proc = plan_cli(ckpt_cache, f"model={model}", "gpus=8")
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        assert "reward.init" in proc.stdout and "naive" in proc.stdout
+
+
+def test_plan_reads_config_json_alone_and_the_run_asks_for_weights(tmp_path: Path, ckpt_cache: Path) -> None:
+    ckpt = tmp_path / "config-only"
+    preset_config("tiny-qwen2").save_pretrained(ckpt)
+    proc = plan_cli(ckpt_cache, "model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}", "gpus=2")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "plan: loader=naive, 2 rank(s) on cpu" in proc.stdout
+
+
+def hub_cache(root: Path, hub_id: str, source: Path) -> None:
+    """The local Hugging Face cache layout, as huggingface-cli download leaves it."""
+    repo = root / f"models--{hub_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / "0123456789abcdef0123456789abcdef01234567"
+    snapshot.mkdir(parents=True)
+    for f in source.iterdir():
+        (snapshot / f.name).write_bytes(f.read_bytes())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+
+
+def test_a_hub_id_is_found_in_the_local_cache_offline(
+    tmp_path: Path, ckpt_cache: Path, user_checkpoints: dict[str, Path]
+) -> None:
+    cache = tmp_path / "hf"
+    hub_cache(cache, "acme/tiny-mistral", user_checkpoints["mistral"])
+    env = {**app_env(ckpt_cache), "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlhf_exp",
+        "plan",
+        "model=local",
+        "model.actor.path=acme/tiny-mistral",
+        "model.critic.path=acme/tiny-mistral",
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    missing = subprocess.run(
+        [*cmd[:-2], "model.actor.path=acme/absent", "model.critic.path=acme/tiny-mistral"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == (
+        f"error: model.actor: acme/absent is not a checkpoint directory, nor a model in the local Hugging Face cache ({cache}); "
+        "valid: a directory with config.json, or a hub id downloaded beforehand (huggingface-cli download acme/absent)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_type", "kind"),
+    [
+        ("bert", "an encoder-only model (bert)"),
+        ("t5", "an encoder-decoder model (t5)"),
+        ("not_a_model", "model_type 'not_a_model'"),
+    ],
+)
+def test_unsupported_checkpoints_get_one_line_before_any_rank(
+    model_type: str, kind: str, tmp_path: Path, ckpt_cache: Path
+) -> None:
+    ckpt = tmp_path / model_type
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": model_type}))
+    for command in ("plan", None):
+        cmd = [sys.executable, "-m", "rlhf_exp", *([command] if command else []), "model=local", f"model.actor.path={ckpt}"]
+        cmd += (
+            [f"model.critic.path={ckpt}", f"hydra.run.dir={tmp_path / 'run'}"]
+            if command is None
+            else [f"model.critic.path={ckpt}"]
+        )
+        proc = subprocess.run(cmd, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        (line,) = proc.stderr.strip().splitlines()
+        assert line.startswith(f"error: model.actor.path: {ckpt}") and kind in line and "valid: a decoder-only causal LM" in line
+    assert not (tmp_path / "run" / "events").exists()
