@@ -40,6 +40,7 @@ def _empty_model(request: LoadRequest) -> nn.Module:
         model = model_class(request).from_config(config, dtype=request.dtype)
     for name, param in list(model.named_parameters()):
         set_module_tensor_to_device(model, name, request.device, value=torch.empty(param.shape, dtype=param.dtype))
+    model.tie_weights()  # a tied lm_head still points at the meta embedding until re-tied
     return model.to(request.device)
 
 
@@ -49,6 +50,9 @@ def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
         model = load_low_mem(request).to(request.device)
     else:
         model = _empty_model(request)
+    sent: set[int] = set()
     for tensor in model.state_dict().values():  # same keys in the same order on every rank
-        dist.broadcast(tensor, src=src, group=group)
+        if tensor.data_ptr() not in sent:  # a tied weight once
+            sent.add(tensor.data_ptr())
+            dist.broadcast(tensor, src=src, group=group)
     return model

@@ -62,6 +62,8 @@ def make_placeholders(root: Path, cache: Path) -> dict[str, Path]:
     (copy("config-only-ckpt") / "model.safetensors").unlink()
     config = copy("mismatched-ckpt") / "config.json"
     config.write_text(config.read_text().replace('"intermediate_size": 172', '"intermediate_size": 344'))
+    for name, model_type in (("encoder-only-ckpt", "bert"), ("encoder-decoder-ckpt", "t5")):
+        (copy(name) / "config.json").write_text(f'{{"model_type": "{model_type}"}}')
     evil = copy("pickle-code-ckpt")
     state = load_file(str(evil / "model.safetensors"))
     (evil / "model.safetensors").unlink()
