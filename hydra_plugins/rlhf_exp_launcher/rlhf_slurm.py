@@ -128,7 +128,14 @@ class RlhfSlurmLauncher(SlurmLauncher):
             job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))} -> SLURM job {job.job_id} {resources}")
             submitted.append((job, list(overrides), config, job_dir))
-        return [self._collect(*entry) for entry in submitted]
+        try:
+            return [self._collect(*entry) for entry in submitted]
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM to the sweep: stop it, its SLURM jobs included
+            for job, *_ in submitted:
+                if job is not None and not job.done():
+                    job.cancel(check=False)  # SLURM's SIGTERM: each running job records itself as interrupted
+            log.warning("sweep interrupted: its SLURM jobs were cancelled")
+            raise SystemExit(130) from None
 
     def _collect(self, job: Any, overrides: List[str], config: DictConfig, job_dir: Path) -> JobReturn:  # noqa: UP006
         """Node 0's JobReturn; a SLURM job that died without a result gets its failed result.json written here."""
@@ -138,10 +145,15 @@ class RlhfSlurmLauncher(SlurmLauncher):
             return ret
         try:
             return job.results()[0]
-        except Exception as exc:  # the step died: a node task was killed, or raised
+        except Exception as exc:  # the step died: a node task was killed, interrupted, or raised
             from rlhf_exp.job.result import record_dead_job
             from rlhf_exp.jobdir import JobDir
 
+            own = JobDir(job_dir).read_result()
+            if own and own.get("run_id") == f"slurm-{job.job_id}":  # the job recorded itself (interrupted, say)
+                ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+                ret.return_value = own["status"]
+                return ret
             result = record_dead_job(JobDir(job_dir), f"SLURM job {job.job_id} {job.state}: {str(exc).splitlines()[0][:300]}")
             log.warning(f"SLURM job {job.job_id} failed at stage {result['failure']['stage'] if result else '?'}")
             ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)

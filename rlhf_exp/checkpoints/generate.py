@@ -6,10 +6,13 @@ The layout is checkpoints/files.py's.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -21,9 +24,11 @@ from rlhf_exp.checkpoints.locate import locate
 from rlhf_exp.checkpoints.meta import meta_model, value_head_width, weight_shapes
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import CheckpointKind
+from rlhf_exp.config.schema import ConfigError
 from rlhf_exp.config.units import GIB, torch_dtype
 
 SHARD_BYTES = 2 * GIB
+TMP_SUFFIX = ".tmp"  # <checkpoint>.tmp<pid>: being written
 
 
 def _norm_weights(model: nn.Module) -> set[str]:
@@ -77,11 +82,22 @@ def _write_shards(shapes: dict[str, tuple[int, ...]], norms: set[str], out: Path
 
 
 def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path, seed: int = 0) -> Path:
-    """Write a random-weight checkpoint of a preset shape to `out` (atomically, via a temp dir)."""
+    """Write a random-weight checkpoint of a preset shape to `out`, atomically: in a temp dir renamed when whole,
+    removed if anything (Ctrl-C, SIGTERM, a full disk) stops it. Call it under `generation_lock`."""
+    tmp = out.with_name(out.name + f"{TMP_SUFFIX}{os.getpid()}")
+    try:
+        _generate(preset, kind, dtype, tmp, seed)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _generate(preset: str, kind: CheckpointKind, dtype: str, tmp: Path, seed: int) -> None:
     config = preset_config(preset)
     config.dtype = torch_dtype(dtype)
     model = meta_model(config, kind)
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     config.architectures = [type(model).__name__]
@@ -92,11 +108,26 @@ def generate_checkpoint(preset: str, kind: CheckpointKind, dtype: str, out: Path
         head = (torch.randn(1, value_head_width(config), generator=gen) * 0.02).to(torch_dtype(dtype))
         save_file({"v_head.weight": head}, tmp / VALUE_HEAD_FILE, metadata={"format": "pt"})
     (tmp / COMPLETE_MARKER).write_text("ok\n")
-    if out.exists():  # another job generated it meanwhile: keep theirs
-        shutil.rmtree(tmp)
-    else:
-        tmp.rename(out)
-    return out
+
+
+@contextmanager
+def generation_lock(cache: Path) -> Iterator[None]:
+    """One writer per checkpoint cache at a time (jobs started together wait for it, then find its checkpoint);
+    under the lock, what a killed writer left (its temp dirs, a dir without the complete marker) is removed."""
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache, os.O_RDONLY)
+    except OSError as err:
+        raise ConfigError(
+            f"model.cache_dir: cannot use {cache}: {err.strerror or err}; valid: a directory you can write"
+        ) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for stale in cache.glob(f"*{TMP_SUFFIX}*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def preset_dir(preset: str, kind: CheckpointKind, dtype: str, cache_dir: str, seed: int = 0) -> Path:
@@ -121,7 +152,11 @@ def resolve_checkpoint(
         return locate(path)
     assert preset is not None
     out = preset_dir(preset, kind, dtype, cache_dir, seed)
-    if not (out / COMPLETE_MARKER).exists():
+    if (out / COMPLETE_MARKER).exists():
+        return out
+    with generation_lock(out.parent):
+        if (out / COMPLETE_MARKER).exists():  # written by the job we waited for
+            return out
         shutil.rmtree(out, ignore_errors=True)
         generate_checkpoint(preset, kind, dtype, out, seed)
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rlhf_exp.config.compose import CONF_DIR, GROUPS, group_choices
+from rlhf_exp.config.compose import CONF_DIR, CONFIG_NAME, GROUPS, group_choices
 from rlhf_exp.loaders.registry import AUTO, LOADERS
 
 USAGE = """rlhf_exp: reproduce, measure, predict and fix the memory of a DeepSpeed-Chat RLHF engine
@@ -41,10 +41,12 @@ def help_text() -> str:
             options = [o for o in options if o != AUTO] + [AUTO]
         for option in options:
             lines.append(f"    {option:16s} {_describe(group, option)}")
-    lines += [
-        "",
-        "top-level keys (key=value): gpus, device, dtype, backend, share_gpus, roles, ppo.*, train.*, plan.*,",
-        "watcher.*, dist_timeout_s, job_timeout_s, resume, verify_weights, wandb.*, fault.*",
-        "every key with its comment: python -m rlhf_exp --cfg job   (README.md has the tables)",
-    ]
+    lines += ["", "keys (key=value), as rlhf_exp/config/conf/config.yaml sets them:", *_top_level_keys()]
     return "\n".join(lines)
+
+
+def _top_level_keys() -> list[str]:
+    """config.yaml's own keys with their comments: between the defaults list and Hydra's node."""
+    text = (CONF_DIR / f"{CONFIG_NAME}.yaml").read_text().split("\nhydra:", 1)[0]
+    body = text.split("  - _self_\n", 1)[-1]
+    return ["  " + line for line in body.strip("\n").splitlines()]

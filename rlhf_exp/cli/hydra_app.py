@@ -11,7 +11,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rlhf_exp.config.compose import CONF_DIR, CONFIG_NAME
-from rlhf_exp.config.schema import ConfigError, validate
+from rlhf_exp.config.schema import ConfigError, to_plain, validate
+from rlhf_exp.job.interrupt import INTERRUPTED_EXIT
+from rlhf_exp.job.result import record_config_error
+from rlhf_exp.jobdir import JobDir
 from rlhf_exp.report.tracking import make_tracker
 
 
@@ -22,28 +25,39 @@ def fail_config(err: ConfigError) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=CONFIG_NAME)
 def hydra_app(cfg: DictConfig) -> str:
-    try:
-        validate(cfg)  # the schema first: a typo costs no torch import
-    except ConfigError as err:
-        fail_config(err)
-    from rlhf_exp.job.driver import run_job  # torch and friends: seconds to import
-
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
-    labels = {
-        "group": Path(hydra_cfg.sweep.dir).name if multirun else f"run-{job_dir.name}",
-        "name": job_dir.name,
-        "zero": hydra_cfg.runtime.choices.get("zero", "?"),
-        "model": hydra_cfg.runtime.choices.get("model", "?"),
-    }
-    tracker = make_tracker(cfg.wandb.mode, cfg.wandb.project, cfg.wandb.entity)
     try:
-        result = run_job(cfg, job_dir, tracker, labels)
+        validate(cfg)  # the schema first: a typo costs no torch import
+        from rlhf_exp.job.driver import run_job  # torch and friends: seconds to import
+
+        labels = {
+            "group": Path(hydra_cfg.sweep.dir).name if multirun else f"run-{job_dir.name}",
+            "name": job_dir.name,
+            "zero": hydra_cfg.runtime.choices.get("zero", "?"),
+            "model": hydra_cfg.runtime.choices.get("model", "?"),
+        }
+        tracker = make_tracker(cfg.wandb.mode, cfg.wandb.project, cfg.wandb.entity)
+        result = run_job(cfg, job_dir, tracker, labels, "hydra.sweep.dir" if multirun else "hydra.run.dir")
     except ConfigError as err:
-        fail_config(err)
+        if not multirun:
+            fail_config(err)
+        print(f"error: {err}", file=sys.stderr)  # in a sweep the job is recorded as failed and the sweep goes on
+        record_config_error(JobDir(job_dir), err, plain_or_none(cfg))
+        return "failed"
     if result is None:
         return "node"  # a SLURM node other than the first: node 0 holds the result
+    if result["status"] == "interrupted":
+        print(f"interrupted at {(result.get('failure') or {}).get('stage')}: {result.get('result_file')}", file=sys.stderr)
+        raise SystemExit(INTERRUPTED_EXIT)  # stops the sweep too: its later jobs are not started
     if result["status"] != "completed" and not multirun:
         sys.exit(1)  # in a sweep a failed job is recorded and the sweep goes on
     return result["status"]
+
+
+def plain_or_none(cfg: DictConfig) -> dict | None:
+    try:
+        return to_plain(cfg)
+    except ConfigError:
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from rlhf_exp.cli.argv_checks import check_group_choices, check_output_dir
+from rlhf_exp.job.interrupt import INTERRUPTED_EXIT, stop_on_sigterm
 
 
 def main() -> None:
@@ -29,4 +30,9 @@ def main() -> None:
         sys.exit(2)
     from rlhf_exp.cli.hydra_app import hydra_app
 
-    hydra_app()
+    stop_on_sigterm()
+    try:
+        hydra_app()
+    except KeyboardInterrupt as err:  # outside a job's ranks (preparing, between jobs): nothing half-recorded
+        print(f"interrupted ({err or 'SIGINT'})", file=sys.stderr)
+        sys.exit(INTERRUPTED_EXIT)

@@ -28,10 +28,12 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan]
     """Every usable loader's plan for the composed config, and this machine's capacity. Raises ConfigError."""
     settings = validate(compose_config(overrides))
     from rlhf_exp.checkpoints.generate import existing_checkpoint
+    from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
     from rlhf_exp.plan.inputs import plans_here
 
     device, _ = resolve_device(settings)
+    check_role_configs(settings, device)
     m = settings.model
     checkpoints = {
         which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)

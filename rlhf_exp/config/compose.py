@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
 from importlib.resources import files
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 CONF_DIR = Path(str(files("rlhf_exp.config") / "conf"))
 CONFIG_NAME = "config"
 GROUPS = ("model", "zero", "lora", "loader")  # the config groups a user picks from
+
+
+def config_digest(overrides: str) -> str:
+    """A short digest of a job's overrides: sweep job dirs are unique per config (conf/config.yaml's subdir)."""
+    return hashlib.sha256(overrides.encode()).hexdigest()[:8]
+
+
+OmegaConf.register_new_resolver("rlhf_exp.digest", config_digest, replace=True)
 
 
 def group_choices(group: str) -> list[str]:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rlhf_exp.config.presets import PRESETS
 from rlhf_exp.config.roles import ROLES
+from rlhf_exp.config.stages import job_stages
 from rlhf_exp.loaders.registry import LOADER_CHOICES, LOADERS
 
 
@@ -65,10 +66,24 @@ class RoleZero(Strict):
 
     @field_validator("config_file")
     @classmethod
-    def _file_exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).expanduser().is_file():
-            raise ValueError(f"no such ds_config file: {v}")
+    def _readable_json_object(cls, v: str | None) -> str | None:
+        if v is not None:
+            read_ds_json(v)
         return v
+
+
+def read_ds_json(path: str) -> dict[str, Any]:
+    """A user's DeepSpeed config JSON; ValueError (one line) when it is missing or not a JSON object."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"no such ds_config file: {path}")
+    try:
+        data = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a JSON object of DeepSpeed settings")
+    return data
 
 
 class ZeroSettings(Strict):
@@ -177,6 +192,15 @@ class RunSettings(Strict):
         return self
 
     @model_validator(mode="after")
+    def _fault_names_a_stage_and_rank_of_this_job(self) -> RunSettings:
+        stages = job_stages(self.roles, self.ppo.steps)
+        if self.fault.stage is not None and self.fault.stage not in stages:
+            raise ValueError(f"fault.stage: {self.fault.stage!r} is not a stage of this job; valid: {', '.join(stages)}")
+        if self.fault.stage is not None and self.fault.rank >= self.gpus:
+            raise ValueError(f"fault.rank: {self.fault.rank} is not a rank of this job; valid: 0 to {self.gpus - 1}")
+        return self
+
+    @model_validator(mode="after")
     def _partitioned_loader_needs_stage3(self) -> RunSettings:
         spec = LOADERS.get(self.loader.name)
         if spec is None or not spec.partitioned:
@@ -204,8 +228,7 @@ class RunSettings(Strict):
 def role_stage(zero: RoleZero) -> int:
     """A role's ZeRO stage: its preset's, or the one in its own ds_config JSON."""
     if zero.config_file:
-        user = json.loads(Path(zero.config_file).expanduser().read_text())
-        return int(user.get("zero_optimization", {}).get("stage", 0))
+        return int(read_ds_json(zero.config_file).get("zero_optimization", {}).get("stage", 0))
     return zero.stage
 
 

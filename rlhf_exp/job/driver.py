@@ -23,7 +23,7 @@ from rlhf_exp.job.guard import JobGuard
 from rlhf_exp.job.launch import launch_ranks, start_watcher, stop_watcher
 from rlhf_exp.job.placement import Placement, placement_here
 from rlhf_exp.job.prepare import prepare_job
-from rlhf_exp.job.result import assemble_result, completed_result, job_meta
+from rlhf_exp.job.result import assemble_result, check_not_another_configs_result, completed_result, job_meta
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory import kernel
 from rlhf_exp.report.summary import summarize
@@ -31,10 +31,13 @@ from rlhf_exp.report.table import print_result
 from rlhf_exp.report.tracking import Tracker
 
 
-def run_job(cfg: DictConfig, path: Path, tracker: Tracker, labels: dict[str, str] | None = None) -> dict[str, Any] | None:
+def run_job(
+    cfg: DictConfig, path: Path, tracker: Tracker, labels: dict[str, str] | None = None, dir_key: str = "hydra.run.dir"
+) -> dict[str, Any] | None:
     """One job on this node; returns the result on node 0 (None on the others).
 
-    `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker.
+    `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker; `dir_key`:
+    the setting that named the job dir (for the one-line refusal to overwrite another config's result).
     Raises ConfigError (one line) before anything starts when a check fails."""
     settings = validate(cfg)
     placement = placement_here(settings.gpus)
@@ -49,6 +52,7 @@ def run_job(cfg: DictConfig, path: Path, tracker: Tracker, labels: dict[str, str
     if previous:
         print(f"skipped: {path} holds a completed result of this config (resume=false runs it again)")
         return previous
+    check_not_another_configs_result(job_dir, to_plain(cfg), dir_key)
     spec = prepare_job(cfg, job_dir, settings, placement.run_id)
     meta = {"group": "single", "name": path.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})}
     tracker.start(spec.config, meta)

@@ -84,4 +84,6 @@ def launch_ranks(job_dir: JobDir, placement: Placement, env: dict[str, str]) -> 
         return LaunchOutcome(ok=False, failures=_failures(err), log_dir=job_dir.logs_dir)
     except SignalException as err:  # the job process itself was signalled: the agent has stopped the ranks
         return LaunchOutcome(ok=False, log_dir=job_dir.logs_dir, stopped_by=err.sigval.name)
+    except KeyboardInterrupt:  # Ctrl-C before the agent installed its handlers (rendezvous): no rank is running yet
+        return LaunchOutcome(ok=False, log_dir=job_dir.logs_dir, stopped_by="SIGINT")
     return LaunchOutcome(ok=True, log_dir=job_dir.logs_dir)

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 
 from rlhf_exp.checkpoints.checks import check_checkpoint
 from rlhf_exp.checkpoints.generate import resolve_checkpoint
+from rlhf_exp.config.deepspeed import check_role_configs
 from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import RunSettings, to_plain
 from rlhf_exp.config.units import gib
@@ -56,6 +57,7 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
 
     Raises ConfigError (one line) on any check."""
     device, backend = resolve_device(settings)
+    check_role_configs(settings, device)
     checkpoints = prepare_checkpoints(settings)
     settings, plan = plan_job(settings, device, checkpoints)
     spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)

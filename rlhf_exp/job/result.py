@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rlhf_exp.checkpoints.files import checkpoint_bytes
-from rlhf_exp.config.roles import ROLES
+from rlhf_exp.config.deepspeed import engine_settings, role_ds_config
+from rlhf_exp.config.schema import ConfigError
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.failure import LaunchOutcome, attribute
 from rlhf_exp.jobdir import JobDir, JobSpec
@@ -23,15 +24,44 @@ def job_meta(spec: JobSpec, job_dir: JobDir) -> dict[str, Any]:
     return {"loader": spec.settings.loader.name, "gpus": spec.settings.gpus, "device": spec.device, "job_dir": str(job_dir.path)}
 
 
+def _same_config(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return {k: v for k, v in a.items() if k != "resume"} == {k: v for k, v in b.items() if k != "resume"}
+
+
 def completed_result(job_dir: JobDir, config: dict[str, Any]) -> dict[str, Any] | None:
     """The job dir's result.json when it is complete and of this very config (`resume`), else None."""
     previous = job_dir.read_result()
-    if not previous:
+    if not previous or previous.get("status") != "completed":
         return None
-    same = {k: v for k, v in previous.get("config", {}).items() if k != "resume"} == {
-        k: v for k, v in config.items() if k != "resume"
-    }
-    return previous if previous.get("status") == "completed" and same else None
+    return previous if _same_config(previous.get("config", {}), config) else None
+
+
+def check_not_another_configs_result(job_dir: JobDir, config: dict[str, Any], key: str) -> None:
+    """Refuse (one line) to run into a dir that holds the completed result of another config: it is never overwritten."""
+    previous = job_dir.read_result()
+    if previous and previous.get("status") == "completed" and not _same_config(previous.get("config", {}), config):
+        raise ConfigError(
+            f"{key}: {job_dir.path} holds the completed result of another config, kept; valid: another {key}, "
+            f"or move {job_dir.result_file} away to run there"
+        )
+
+
+def record_config_error(job_dir: JobDir, error: ConfigError, config: dict[str, Any] | None) -> None:
+    """A sweep job refused by a check still gets its result.json (failed at stage `config`), unless its dir holds
+    another config's completed result, which is never overwritten."""
+    previous = job_dir.read_result()
+    if previous and previous.get("status") == "completed":
+        return
+    job_dir.path.mkdir(parents=True, exist_ok=True)
+    failure = {"stage": "config", "rank": None, "reason": str(error), "signal": None}
+    job_dir.write_result({"status": "failed", "job_dir": str(job_dir.path), "stages": [], "failure": failure, "config": config})
+
+
+def status_of(outcome: LaunchOutcome) -> str:
+    """completed; interrupted (a signal from outside: Ctrl-C, kill, the scheduler); or failed."""
+    if outcome.ok:
+        return "completed"
+    return "interrupted" if outcome.stopped_by and not outcome.guard_stop else "failed"
 
 
 def assemble_result(
@@ -42,12 +72,15 @@ def assemble_result(
     `verdict`: what killed the job from outside when no rank recorded an error of its own (e.g. SLURM's)."""
     spec = job_dir.read_spec()
     settings = spec.settings
+    engines = {role: engine_settings(role_ds_config(settings, role, settings.gpus)) for role in settings.roles}
     result: dict[str, Any] = {
-        "status": "completed" if outcome.ok else "failed",
+        "status": status_of(outcome),
         **job_meta(spec, job_dir),
         "backend": spec.backend,
-        "zero_stages": {r: getattr(settings.zero, r).stage for r in ROLES},
-        "dtype": settings.dtype,
+        # what ran, read from each role's effective DeepSpeed config (a custom JSON's own stage, dtype, offload)
+        "engines": engines,
+        "zero_stages": {role: e["zero_stage"] for role, e in engines.items()},
+        "dtype": engines[settings.roles[0]]["dtype"],
         "checkpoints": {k: str(v) for k, v in spec.checkpoints.items()},
         "checkpoint_gib": {k: gib(checkpoint_bytes(v)) for k, v in spec.checkpoints.items()},
         "host_total_gib": gib(kernel.node_total_bytes(), 3),
@@ -58,6 +91,7 @@ def assemble_result(
         "failure": attribute(outcome, job_dir.read_events(), verdict),
         **summarize(job_dir),
         "config": spec.config,
+        "run_id": spec.run_id,
         "result_file": str(job_dir.result_file),
     }
     job_dir.write_result(result)

@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 
 from rlhf_exp.config.units import GIB
+from rlhf_exp.job.interrupt import ignore_interrupt
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
@@ -116,6 +117,7 @@ def main() -> None:
     parser.add_argument("--max-node-fraction", type=float, default=None, help="watchdog limit (share of MemTotal)")
     args = parser.parse_args()
     job_dir = JobDir(args.job_dir)
+    ignore_interrupt()
     try:
         watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction)
     except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it

@@ -99,10 +99,13 @@ def base_rank_bytes(device: str, cache_dir: Path) -> float:
         out = subprocess.run(
             [sys.executable, "-c", BASE_PROBE.format(cuda=device == "cuda")], capture_output=True, text=True, check=True
         )
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(out.stdout.strip().splitlines()[-1])
-    got = json.loads(cache.read_text())
-    return float(got["rss"])
+        measured = out.stdout.strip().splitlines()[-1]
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(measured)
+        except OSError:  # a read-only cache: measure again next time
+            return float(json.loads(measured)["rss"])
+    return float(json.loads(cache.read_text())["rss"])
 
 
 def host_available_bytes() -> int:

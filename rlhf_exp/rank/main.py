@@ -16,6 +16,7 @@ import deepspeed
 import torch
 
 from rlhf_exp.config.stages import DIST_INIT
+from rlhf_exp.job.interrupt import die_with_parent, exit_on_interrupt
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
 from rlhf_exp.rank.engine import build_engine, record_weight_digests
@@ -40,6 +41,8 @@ def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
 
 
 def main(path: Path) -> None:
+    die_with_parent()
+    exit_on_interrupt()
     job_dir = JobDir(path)
     spec = job_dir.read_spec()
     settings = spec.settings

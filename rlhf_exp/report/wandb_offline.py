@@ -77,5 +77,25 @@ def read_offline_run(run_dir: Path) -> dict[str, Any]:
     return out
 
 
+def run_dirs(path: Path) -> list[Path]:
+    """The W&B run dirs a path names: a run dir itself, or a job dir (or any dir) holding offline runs."""
+    if list(path.glob("run-*.wandb")):
+        return [path]
+    return sorted(p.parent for p in path.glob("**/run-*.wandb"))
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m rlhf_exp.report.wandb_offline <W&B run dir, or a job dir holding runs>", file=sys.stderr)
+        return 2
+    runs = run_dirs(Path(argv[0]))
+    if not runs:
+        print(f"error: no W&B offline run (run-*.wandb) under {argv[0]}", file=sys.stderr)
+        return 2
+    read = [read_offline_run(run) for run in runs]
+    print(json.dumps(read[0] if len(read) == 1 else read, indent=1, default=str))  # whole: always valid JSON
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(read_offline_run(Path(sys.argv[1])), indent=1, default=str)[:20000])
+    sys.exit(main(sys.argv[1:]))

@@ -62,6 +62,14 @@ def make_placeholders(root: Path, cache: Path) -> dict[str, Path]:
     (copy("config-only-ckpt") / "model.safetensors").unlink()
     config = copy("mismatched-ckpt") / "config.json"
     config.write_text(config.read_text().replace('"intermediate_size": 172', '"intermediate_size": 344'))
+    for name, content in {
+        "unknown-key-json": '{"zero_optimisation": {"stage": 3}}',
+        "zero-key-json": '{"zero_optimization": {"stage": 2, "overlap_com": true}}',
+        "batch-json": '{"train_batch_size": 3}',
+        "bad-json": '{"zero_optimization": ',
+    }.items():
+        made[name] = root / f"{name}.json"
+        made[name].write_text(content)
     for name, model_type in (("encoder-only-ckpt", "bert"), ("encoder-decoder-ckpt", "t5")):
         (copy(name) / "config.json").write_text(f'{{"model_type": "{model_type}"}}')
     evil = copy("pickle-code-ckpt")
@@ -102,8 +110,27 @@ def test_every_bad_input_in_the_readme_gets_its_one_line_error(tmp_path: Path, c
             got = got.replace(str(path), f"<{name}>")
         assert (proc.returncode, got) == (2, expected), (overrides, proc.stderr[-1500:])
         assert sum(ln.startswith("error: ") for ln in lines) == 1
-        assert "rank_main" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
+        assert "rlhf_exp.rank.main" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     assert not made["pickle-marker"].exists()  # the pickled command never ran
+    # `plan` gives the same verdict on everything the config alone decides
+    planned = [(o, e) for o, e in cases if not PLAN_SKIPS.search(o)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = list(pool.map(lambda case: run_plan(case[0], tmp_path, ckpt_cache), planned))
+    for (overrides, expected), proc in zip(planned, procs, strict=True):
+        got = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+        for name, path in made.items():
+            got = got.replace(str(path), f"<{name}>")
+        assert (proc.returncode, got) == (2, expected), ("plan", overrides, proc.stderr[-1500:])
+
+
+# rows `plan` does not share: sweeps and output dirs (plan writes none), weights (plan reads config.json alone),
+# the checkpoint cache (plan generates nothing)
+PLAN_SKIPS = re.compile(r"-m |hydra\.|truncated-ckpt|config-only-ckpt|mismatched-ckpt|pickle-code-ckpt|cache_dir")
+
+
+def run_plan(overrides: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides.split()]
+    return subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow

@@ -115,7 +115,12 @@ def test_the_guard_stops_slurm_jobs_on_timeout_watchdog_and_sigterm(tmp_path: Pa
             stderr=subprocess.PIPE,
             text=True,
         )
-    job_dir = sweep / "sigterm" / "0_gpus1_naive"
+    job_dir = None
+    deadline = time.time() + 300
+    while job_dir is None and time.time() < deadline:
+        job_dir = next(iter((sweep / "sigterm").glob("0_gpus1_naive_*")), None)
+        time.sleep(0.5)
+    assert job_dir is not None
     deadline = time.time() + 300
     while not job_in_stage(job_dir, "ref.load") and time.time() < deadline:
         time.sleep(0.5)
@@ -126,10 +131,12 @@ def test_the_guard_stops_slurm_jobs_on_timeout_watchdog_and_sigterm(tmp_path: Pa
     for name, proc in procs.items():
         _, err = proc.communicate(timeout=400)
         assert proc.returncode == 0, (name, err[-3000:])
-        results[name] = json.loads((sweep / name / "0_gpus1_naive" / "result.json").read_text())
+        (result_file,) = (sweep / name).glob("0_gpus1_naive_*/result.json")
+        results[name] = json.loads(result_file.read_text())
     timeout, watchdog, sigterm = results["timeout"]["failure"], results["watchdog"]["failure"], results["sigterm"]["failure"]
     assert timeout["reason"] == "job stopped: job_timeout_s=20 exceeded" and timeout["stage"] == "ref.load"
     assert watchdog["process"] == "watchdog" and "watcher.max_node_fraction" in watchdog["reason"]
     assert sigterm["reason"] == "job stopped by SIGTERM" and sigterm["stage"] == "ref.load"
+    assert [results[name]["status"] for name in cases] == ["failed", "failed", "interrupted"]
     for result in results.values():
-        assert result["status"] == "failed" and result["launcher"] == "slurm" and result["samples"] > 0
+        assert result["launcher"] == "slurm" and result["samples"] > 0

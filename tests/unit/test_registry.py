@@ -48,3 +48,4 @@ def test_help_names_the_app_its_subcommands_and_every_choice_but_private_files()
     for spec in LOADERS.values():
         assert spec.summary in text
     assert "_base" not in text and AUTO in text
+    assert "job_timeout_s: 3600      # the whole job (all ranks) is stopped after this" in text  # keys keep their comments
