@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
 
-from rlhf_exp.config.compose import group_choices, is_group
+from rlhf_exp.config.compose import compose_config, group_choices, is_group
 
 
 def check_group_choices(argv: list[str]) -> str | None:
@@ -32,6 +34,39 @@ def check_group_choices(argv: list[str]) -> str | None:
             if value not in valid:
                 return f"{group}={value}: unknown {group}; valid: {', '.join(valid)}"
     return None
+
+
+def check_override_keys(argv: list[str]) -> str | None:
+    """The first override of a key the composed config lacks (a typo) as a one-line message, or None.
+
+    Checked against the config composed with each group choice given (every value of a swept group)."""
+    candidates = [a for a in argv if "=" in a and not a.startswith("-")]
+    try:
+        overrides = OverridesParser.create().parse_overrides(candidates)
+    except HydraException as err:
+        return f"overrides: {str(err).splitlines()[0]}"
+    groups = [ov for ov in overrides if ov.package is None and is_group(ov.key_or_group) and not ov.is_delete()]
+    first = {ov.key_or_group: _values(ov)[0] for ov in groups}
+    variants = [first] + [{**first, ov.key_or_group: value} for ov in groups for value in _values(ov)[1:]]
+    configs = [compose_config([f"{group}={value}" for group, value in variant.items()]) for variant in variants]
+    for ov in overrides:
+        key = ov.key_or_group
+        if ov.is_add() or ov.is_force_add() or ov.is_delete() or key.startswith("hydra") or is_group(key):
+            continue
+        if not any(_has_key(cfg, key) for cfg in configs):
+            return f"{key}: not a key of this config; valid: a key `python -m rlhf_exp --help` lists, or +{key}=... to add one"
+    return None
+
+
+def _values(ov: Override) -> list[str]:
+    return list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [ov.get_value_element_as_str()]
+
+
+def _has_key(cfg: DictConfig, key: str) -> bool:
+    """Whether the config has this dotted key (a ??? value counts: it is there, waiting to be set)."""
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    return isinstance(node, DictConfig) and leaf in node.keys()
 
 
 def check_output_dir(argv: list[str]) -> str | None:

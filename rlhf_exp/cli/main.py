@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from rlhf_exp.cli.argv_checks import check_group_choices, check_output_dir
+from rlhf_exp.cli.argv_checks import check_group_choices, check_output_dir, check_override_keys
 from rlhf_exp.job.interrupt import INTERRUPTED_EXIT, stop_on_sigterm
 
 
@@ -24,7 +24,7 @@ def main() -> None:
 
         print(help_text())
         return
-    bad = check_group_choices(argv) or check_output_dir(argv)
+    bad = check_group_choices(argv) or check_override_keys(argv) or check_output_dir(argv)
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         sys.exit(2)

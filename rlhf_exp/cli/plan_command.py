@@ -10,10 +10,12 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.table import Table
 
-from rlhf_exp.cli.argv_checks import check_group_choices
+from rlhf_exp.cli.argv_checks import check_group_choices, check_override_keys
 from rlhf_exp.config.compose import compose_config
 from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import ConfigError, RunSettings, validate
@@ -26,7 +28,11 @@ if TYPE_CHECKING:
 
 def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan], Capacity]:
     """Every usable loader's plan for the composed config, and this machine's capacity. Raises ConfigError."""
-    settings = validate(compose_config(overrides))
+    try:
+        cfg = compose_config(overrides)
+    except (HydraException, OmegaConfBaseException) as err:  # e.g. a sweep value: plan takes one config
+        raise ConfigError(f"overrides: {str(err).strip().splitlines()[0]}") from None
+    settings = validate(cfg)
     from rlhf_exp.checkpoints.generate import existing_checkpoint
     from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
@@ -43,8 +49,19 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan]
     return settings, device, plans, cap
 
 
+USAGE = """usage: python -m rlhf_exp plan [overrides]
+The memory plan of one config, stage by stage, beside this machine's capacity; nothing is loaded or generated.
+Takes the job's overrides (python -m rlhf_exp --help lists them); exit 0 when the plan fits, 1 when not."""
+
+
 def main(overrides: list[str]) -> int:
-    bad = check_group_choices(overrides)
+    if any(a in ("--help", "-h") for a in overrides):
+        print(USAGE)
+        return 0
+    if any(a in ("-m", "--multirun") for a in overrides):
+        print("error: plan: -m: plan one config at a time (drop -m and give single values)", file=sys.stderr)
+        return 2
+    bad = check_group_choices(overrides) or check_override_keys(overrides)
     if bad:
         print(f"error: {bad}", file=sys.stderr)
         return 2

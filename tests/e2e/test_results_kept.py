@@ -18,10 +18,15 @@ def run(run_dir: Path, cache: Path, *overrides: str) -> subprocess.CompletedProc
     return subprocess.run(cmd, cwd=run_dir.parent, env=app_env(cache), capture_output=True, text=True, timeout=600)
 
 
+def records(run_dir: Path) -> dict[Path, bytes]:
+    """Every file the job wrote (Hydra's own .hydra/ describes the latest invocation, refused or not)."""
+    return {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and ".hydra" not in p.parts}
+
+
 def test_a_completed_result_survives_failed_checks_and_other_configs(tmp_path: Path, ckpt_cache: Path) -> None:
     run_dir = tmp_path / "run"
     assert run(run_dir, ckpt_cache).returncode == 0
-    kept = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    kept = records(run_dir)
     failing = run(run_dir, ckpt_cache, "model=local", f"model.actor.path={tmp_path}", f"model.critic.path={tmp_path}")
     assert failing.returncode == 2  # a check fails (no config.json there): nothing in the dir touched
     other = run(run_dir, ckpt_cache, "seed=7")
@@ -30,7 +35,7 @@ def test_a_completed_result_survives_failed_checks_and_other_configs(tmp_path: P
         f"error: hydra.run.dir: {run_dir} holds the completed result of another config, kept; valid: another "
         f"hydra.run.dir, or move {run_dir / 'result.json'} away to run there"
     )
-    assert {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == kept
+    assert records(run_dir) == kept
 
 
 def test_sweeps_of_different_configs_into_one_dir_keep_every_result(tmp_path: Path, ckpt_cache: Path) -> None:
