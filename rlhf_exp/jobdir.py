@@ -7,6 +7,7 @@
   watcher (rlhf_exp.memory)       appends samples.jsonl (samples.node<N>.jsonl on node N > 0); leaves
                                   stop_reason.json (watchdog) or watcher_error.txt for the job's guard
   logs/                           the ranks' stdout/stderr (torch's elastic launcher)
+  job.log                         the job process's library logs and warnings (Hydra's job logging: hydra.job.name)
 
 Light on imports (no torch, no pydantic at import time): the watcher imports it too.
 """

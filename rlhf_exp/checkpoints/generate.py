@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from rich.progress import Progress
 from safetensors.torch import save_file
 from torch import nn
 
@@ -70,9 +71,15 @@ def _write_shards(shapes: dict[str, tuple[int, ...]], norms: set[str], out: Path
         if len(plan) == 1
         else [f"model-{i:05d}-of-{len(plan):05d}.safetensors" for i in range(1, len(plan) + 1)]
     )
-    for fname, keys in zip(names, plan, strict=True):
-        shard = {k: _random_tensor(k, shapes[k], dtype, gen, norms) for k in keys}
-        save_file(shard, out / fname, metadata={"format": "pt"})
+    total_gib = sum(math.prod(s) for s in shapes.values()) * dtype.itemsize / GIB
+    with Progress(*Progress.get_default_columns(), transient=True, disable=total_gib < 0.5) as progress:  # minutes at 13B
+        task = progress.add_task(f"generating {out.name.split(TMP_SUFFIX)[0]} ({total_gib:.1f} GiB)", total=len(shapes))
+        for fname, keys in zip(names, plan, strict=True):
+            shard = {}
+            for k in keys:
+                shard[k] = _random_tensor(k, shapes[k], dtype, gen, norms)
+                progress.advance(task)
+            save_file(shard, out / fname, metadata={"format": "pt"})
     if len(plan) > 1:
         total = sum(math.prod(s) * dtype.itemsize for s in shapes.values())
         weight_map = {k: fname for fname, keys in zip(names, plan, strict=True) for k in keys}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def fail_config(err: ConfigError) -> None:
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name=CONFIG_NAME)
 def hydra_app(cfg: DictConfig) -> str:
+    logging.captureWarnings(True)  # library warnings to the job's log file (Hydra's job_logging), not the console
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN

@@ -22,7 +22,8 @@ from rlhf_exp.job.failure import LaunchOutcome
 from rlhf_exp.job.guard import JobGuard
 from rlhf_exp.job.launch import launch_ranks, start_watcher, stop_watcher
 from rlhf_exp.job.placement import Placement, placement_here
-from rlhf_exp.job.prepare import prepare_job
+from rlhf_exp.job.prepare import plan_verdict, prepare_job
+from rlhf_exp.job.progress import StageProgress
 from rlhf_exp.job.result import assemble_result, check_not_another_configs_result, completed_result, job_meta
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory import kernel
@@ -54,6 +55,7 @@ def run_job(
         return previous
     check_not_another_configs_result(job_dir, to_plain(cfg), dir_key)
     spec = prepare_job(cfg, job_dir, settings, placement.run_id)
+    print(plan_verdict(spec.plan))
     meta = {"group": "single", "name": path.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})}
     tracker.start(spec.config, meta)
     started = time.time()
@@ -85,7 +87,7 @@ def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[Launc
     try:
         threads = max(1, (os.cpu_count() or 1) // placement.ranks_per_node)  # ranks share the cores
         try:
-            with guard:
+            with guard, StageProgress(job_dir, quiet=not placement.first):
                 outcome = launch_ranks(job_dir, placement, {"OMP_NUM_THREADS": str(threads)})
         except SignalException as err:  # the guard's SIGTERM landed just as the ranks finished
             outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)

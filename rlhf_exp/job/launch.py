@@ -2,7 +2,7 @@
 
 The job process is the elastic agent: it starts this node's ranks of rlhf_exp.rank.main, and when one
 fails (raises, or is killed as the OOM killer does) it stops the others at once, so a job never
-hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs.
+hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs only; the console shows the job's progress.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def launch_ranks(job_dir: JobDir, placement: Placement, env: dict[str, str]) -> 
         max_restarts=0,
         monitor_interval=0.2,
         start_method="spawn",
-        logs_specs=DefaultLogsSpecs(log_dir=str(job_dir.logs_dir), redirects=Std.ALL, tee=Std.ERR),
+        logs_specs=DefaultLogsSpecs(log_dir=str(job_dir.logs_dir), redirects=Std.ALL, tee=Std.NONE),  # progress: job/progress.py
         local_addr=placement.local_addr,
     )
     os.environ.update(env)  # inherited by the ranks

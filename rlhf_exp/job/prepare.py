@@ -6,6 +6,7 @@ previous run's records.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,23 @@ def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -
     }
 
 
+def plan_verdict(plan: dict[str, Any]) -> str:
+    """One line for the console: the plan of the loader that runs, against what this machine offers."""
+    peak = max(st["node_peak_gib"] for st in plan["stages"])
+    gpu = max(st["gpu_rank_gib"] for st in plan["stages"])
+    room = f"node peak {peak:.2f} GiB of {plan['capacity_host_gib']:.1f} GiB usable"
+    if plan.get("capacity_gpu_gib"):
+        room += f", GPU {gpu:.2f} GiB per rank of {plan['capacity_gpu_gib']:.1f} GiB"
+    verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']} (plan.fit_check=false)"
+    return f"plan: loader={plan['loader']}, {room}: {verdict}"
+
+
 def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id: str) -> JobSpec:
     """Device, checkpoints, checks and plan, then (only then) a fresh job dir with plan.json and spec.json.
 
     Raises ConfigError (one line) on any check."""
     device, backend = resolve_device(settings)
+    os.environ["DS_ACCELERATOR"] = device  # DeepSpeed's accelerator as the job decided it, quietly (ranks inherit it)
     check_role_configs(settings, device)
     checkpoints = prepare_checkpoints(settings)
     settings, plan = plan_job(settings, device, checkpoints)

@@ -1,18 +1,22 @@
-"""A comparison report without W&B: `python -m rlhf_exp report <multirun dir> [-o report.html]`.
+"""The HTML report of a sweep or a single run: `python -m rlhf_exp report <sweep or run dir> [-o report.html]`.
 
-Reads every job's result.json under the sweep dir and writes one HTML page with three figures
-(matplotlib, embedded as PNG): node host peak vs gpus per loader; per-stage stacked bars of host
-and GPU memory per job; load time vs gpus per loader.
+One page: the comparison table; comparison figures across jobs (node peak and load time vs GPUs per loader,
+per-stage stacked host and GPU bars, one distinct colour per stage, no panel without data); then per job its
+memory timeline (node, each rank's Pss_Anon and RSS, GPU per rank; stage bands; the watchdog limit and each
+stage's planned node peak as lines; the failure marked) and plan vs measured per stage. Figures are
+matplotlib PNGs embedded in the page; a small script marks each figure drawn (tests/e2e/test_report_browser.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import colorsys
 import html
 import io
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,32 +26,47 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from rlhf_exp.jobdir import RESULT  # noqa: E402
+from rlhf_exp.plan.compare import compare  # noqa: E402
+from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt  # noqa: E402
 from rlhf_exp.report.record import COLUMN  # noqa: E402
 from rlhf_exp.report.summary import load_time_s  # noqa: E402
+from rlhf_exp.report.timeline import Timeline, build_timeline  # noqa: E402
+
+REPORT = "report.html"
 
 
-def load_results(sweep_dir: Path) -> list[dict[str, Any]]:
-    results = [json.loads(p.read_text()) for p in sorted(sweep_dir.glob(f"**/{RESULT}"))]
+def load_results(path: Path) -> list[dict[str, Any]]:
+    """Every job's result.json under a sweep dir, or the one of a run dir."""
+    files = [path / RESULT] if (path / RESULT).exists() else sorted(path.glob(f"*/{RESULT}"))
+    results = [json.loads(p.read_text()) for p in files]
     if not results:
-        raise SystemExit(f"error: no {RESULT} under {sweep_dir}")
-    return sorted(results, key=lambda r: (r["loader"], r["gpus"]))
+        raise SystemExit(f"error: no {RESULT} in or under {path}")
+    return sorted(results, key=lambda r: (str(r.get("loader")), r.get("gpus") or 0, str(r.get("job_dir"))))
+
+
+def stage_colors(stages: list[str]) -> dict[str, tuple[float, float, float]]:
+    """One distinct colour per stage: tab20 up to 20 stages, evenly spaced hues beyond."""
+    if len(stages) <= 20:
+        cmap = plt.get_cmap("tab20")
+        return {s: cmap(i)[:3] for i, s in enumerate(stages)}
+    return {s: colorsys.hsv_to_rgb(i / len(stages), 0.65, 0.85) for i, s in enumerate(stages)}
+
+
+def _png(fig: plt.Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 def by_loader(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        groups[r["loader"]].append(r)
+        groups[str(r.get("loader"))].append(r)
     return dict(groups)
 
 
-def _png(fig: plt.Figure) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def _lines_vs_gpus(results: list[dict[str, Any]], value, ylabel: str, title: str) -> plt.Figure:
+def _lines_vs_gpus(results: list[dict[str, Any]], value: Callable[[dict], float], ylabel: str, title: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for loader, runs in by_loader(results).items():
         runs = sorted(runs, key=lambda r: r["gpus"])
@@ -68,68 +87,170 @@ def node_peak_figure(results: list[dict[str, Any]]) -> plt.Figure:
 
 
 def load_time_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    return _lines_vs_gpus(results, load_time_s, "seconds (sum of the four .load stages)", "Load time")
+    return _lines_vs_gpus(results, load_time_s, "seconds (sum of the .load stages)", "Load time")
 
 
-def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    """Per job, stacked per-stage figures: host = each stage's node rise; GPU = each stage's peak allocation."""
-    stages = [s["stage"] for s in max(results, key=lambda r: len(r["stages"]))["stages"]]
-    labels = [f"{r['loader']}\ngpus={r['gpus']}" for r in results]
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(results) + 4), 4.8), sharey=False)
-    cmap = plt.get_cmap("tab10")
-    for ax, key, title in (
-        (axes[0], "node_rise_gib", f"Host: {COLUMN['node_rise_gib'].header} per stage"),
-        (axes[1], "gpu_cuda_peak_allocated_gib", f"GPU: {COLUMN['gpu_cuda_peak_allocated_gib'].header} per stage, max rank"),
-    ):
-        bottom = [0.0] * len(results)
-        for i, stage in enumerate(stages):
-            heights = []
-            for r in results:
-                row = next((s for s in r["stages"] if s["stage"] == stage), {})
-                heights.append(max(row.get(key) or 0.0, 0.0))
-            ax.bar(labels, heights, bottom=bottom, label=stage, color=cmap(i % 10))
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.set_title(title)
-        ax.tick_params(axis="x", labelsize=8)
-    axes[1].legend(title="stage", fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
-    return fig
-
-
-FIGURES = (
-    ("node_peak_vs_gpus", "Node host peak vs GPUs, per loader", node_peak_figure),
-    ("stage_bars", "Per-stage host and GPU memory, per job", stage_bars_figure),
-    ("load_time_vs_gpus", "Load time vs GPUs, per loader", load_time_figure),
+BAR_PANELS = (
+    ("node_rise_gib", f"Host: {COLUMN['node_rise_gib'].header} per stage"),
+    ("gpu_cuda_peak_allocated_gib", f"GPU: {COLUMN['gpu_cuda_peak_allocated_gib'].header} per stage, max rank"),
 )
 
 
+def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
+    """Per job, stacked per-stage figures; a panel only where some job has its figure (no GPU panel on CPU)."""
+    stages = list(dict.fromkeys(s["stage"] for r in results for s in r["stages"]))
+    colors = stage_colors(stages)
+    panels = [(key, title) for key, title in BAR_PANELS if any(s.get(key) is not None for r in results for s in r["stages"])]
+    labels = [f"{r['loader']}\ngpus={r['gpus']}\n{r['status']}" for r in results]
+    fig, axes = plt.subplots(1, len(panels), figsize=(max(7, 1.3 * len(results) + 4) * len(panels) / 1.6, 4.8), squeeze=False)
+    for ax, (key, title) in zip(axes[0], panels, strict=True):
+        bottom = [0.0] * len(results)
+        for stage in stages:
+            heights = [max(next((s.get(key) or 0.0 for s in r["stages"] if s["stage"] == stage), 0.0), 0.0) for r in results]
+            ax.bar(labels, heights, bottom=bottom, label=stage, color=colors[stage])
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        ax.set_title(title)
+        ax.set_ylabel("GiB")
+        ax.tick_params(axis="x", labelsize=8)
+    axes[0][-1].legend(title="stage", fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left", ncol=1 + len(stages) // 18)
+    return fig
+
+
+def timeline_figure(line: Timeline, title: str) -> plt.Figure:
+    """Memory over time: host panel (node, ranks), GPU panel where GPUs were sampled; stage bands and lines."""
+    gpu = bool(line.gpu_used_gib)
+    fig, axes = plt.subplots(2 if gpu else 1, 1, figsize=(11, 6.5 if gpu else 4.6), sharex=True, squeeze=False)
+    host = axes[0][0]
+    colors = stage_colors([w.name for w in line.stages])
+    for ax in (a[0] for a in axes):
+        for w in line.stages:
+            ax.axvspan(w.start_s, max(w.end_s, w.start_s + 1e-3), color=colors[w.name], alpha=0.18, lw=0)
+    host.plot(line.time_s, line.node_gib, color="black", lw=1.8, label="node used (above baseline)")
+    for rank, values in line.rank_pss_anon_gib.items():
+        host.plot(line.time_s, values, lw=1, label=f"rank {rank} Pss_Anon")
+    for rank, values in line.rank_rss_gib.items():
+        host.plot(line.time_s, values, lw=0.8, ls=":", label=f"rank {rank} RSS")
+    for w in line.stages:
+        if w.planned_node_gib is not None:
+            host.hlines(w.planned_node_gib, w.start_s, max(w.end_s, w.start_s + 1e-3), colors="tab:blue", linestyles="--", lw=1.2)
+    if any(w.planned_node_gib is not None for w in line.stages):
+        host.plot([], [], color="tab:blue", ls="--", label="planned node peak per stage")
+    if line.limit_gib is not None and line.limit_gib < 3 * max(line.node_gib + [0.1]):
+        host.axhline(line.limit_gib, color="red", ls="-.", lw=1.2, label="watchdog limit")
+    top = max(line.node_gib + [v or 0 for vs in line.rank_rss_gib.values() for v in vs] + [0.1])
+    for w in line.stages:  # stage names along the top of the bands
+        host.text(
+            (w.start_s + w.end_s) / 2, top * 1.02, w.name, rotation=90, fontsize=6, ha="center", va="bottom", color=colors[w.name]
+        )
+    if line.failure:
+        for ax in (a[0] for a in axes):
+            ax.axvline(line.failure["time_s"], color="red", lw=2)
+        host.annotate(
+            f"failed: {line.failure['stage']}", (line.failure["time_s"], top * 0.9), color="red", fontsize=8, ha="right"
+        )
+    host.set_ylabel("host GiB")
+    host.set_ylim(bottom=min(0.0, *line.node_gib), top=top * 1.35)
+    host.legend(fontsize=7, loc="upper left", ncol=2)
+    host.set_title(title)
+    if gpu:
+        ax = axes[1][0]
+        for index, values in line.gpu_used_gib.items():
+            ax.plot(line.time_s, values, lw=1.2, label=f"GPU {index} used (NVML)")
+        ax.set_ylabel("GPU GiB")
+        ax.legend(fontsize=7, loc="upper left")
+    axes[-1][0].set_xlabel("seconds since the watcher's first sample")
+    return fig
+
+
+def _table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table class='{css}'><tr>{head}</tr>{body}</table>"
+
+
+def _figure(fid: str, caption: str, fig: plt.Figure) -> str:
+    image = f'<img class="plot" alt="{fid}" src="data:image/png;base64,{_png(fig)}">'
+    return f'<figure id="{fid}"><figcaption>{html.escape(caption)}</figcaption>{image}</figure>'
+
+
+def job_section(result: dict[str, Any], index: int) -> str:
+    row = comparison_row(result)
+    line = build_timeline(result)
+    parts = [f"<h2 id='job{index}'>{html.escape(row['job'])} · {html.escape(str(row['status']))}</h2>"]
+    failure = result.get("failure")
+    if failure and result.get("status") != "completed":
+        where = f"{result['status']} at {failure.get('stage')}: {str(failure.get('reason'))[:500]}"
+        parts.append(f"<p class='failure'>{html.escape(where)}</p>")
+    if not line.empty:
+        parts.append(_figure(f"timeline{index}", "Memory over time", timeline_figure(line, row["job"])))
+    compared = compare(result) if result.get("stages") else []
+    if compared:
+        columns = [("stage", "stage"), ("node_planned", "node planned"), ("node_measured", "node measured")]
+        columns += [("rank_rise_planned", "rank rise planned"), ("rank_rise_measured", "rank rise measured")]
+        if any(c["gpu_measured"] is not None for c in compared):  # no GPU columns for a CPU run
+            columns += [("gpu_planned", "GPU planned"), ("gpu_measured", "GPU measured")]
+        rows = [[fmt(c[key]) for key, _ in columns] for c in compared]
+        parts.append("<h3>Plan vs measured (GiB)</h3>" + _table([h for _, h in columns], rows))
+    return "".join(parts)
+
+
+# marks every figure drawn (decoded, not blank) and counts script errors: what the browser test reads
+CHECK_SCRIPT = """
+window.rlhfErrors = 0;
+window.addEventListener('error', function () { window.rlhfErrors += 1; document.body.dataset.errors = window.rlhfErrors; });
+window.addEventListener('load', function () {
+  var imgs = document.querySelectorAll('img.plot'), drawn = 0;
+  imgs.forEach(function (img) {
+    var c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
+    if (!c.width || !c.height) return;
+    var ctx = c.getContext('2d'); ctx.drawImage(img, 0, 0);
+    var d = ctx.getImageData(0, 0, c.width, c.height).data, ink = 0;
+    for (var i = 0; i < d.length; i += 4 * 97) { if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) ink++; }
+    if (ink > 20) { drawn++; img.dataset.drawn = 'yes'; }
+  });
+  document.body.dataset.figures = imgs.length; document.body.dataset.drawn = drawn;
+  document.body.dataset.errors = window.rlhfErrors;
+});
+"""
+
+
 def render(results: list[dict[str, Any]], title: str) -> str:
-    rows = "".join(
-        f"<tr><td>{html.escape(r['loader'])}</td><td>{r['gpus']}</td><td>{r['status']}</td>"
-        f"<td>{r.get('node_peak_gib')}</td><td>{load_time_s(r):.2f}</td></tr>"
-        for r in results
-    )
-    figures = "".join(
-        f'<figure id="{fid}"><figcaption>{caption}</figcaption>'
-        f'<img alt="{fid}" src="data:image/png;base64,{_png(make(results))}"></figure>'
-        for fid, caption, make in FIGURES
+    rows = [[fmt(comparison_row(r)[key]) for key, _ in COLUMNS] for r in results]
+    parts = [_table([h for _, h in COLUMNS], rows, "summary")]
+    measured = [r for r in results if r.get("stages")]
+    if len({r["gpus"] for r in measured}) > 1:
+        parts.append(_figure("node_peak_vs_gpus", "Node host peak vs GPUs, per loader", node_peak_figure(measured)))
+        parts.append(_figure("load_time_vs_gpus", "Load time vs GPUs, per loader", load_time_figure(measured)))
+    if measured:
+        parts.append(_figure("stage_bars", "Per-stage host and GPU memory, per job", stage_bars_figure(measured)))
+    parts += [job_section(r, i) for i, r in enumerate(results)]
+    style = (
+        "body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;border-bottom:1px solid #ddd}"
+        "img{max-width:100%}.failure{color:#b00}figure{margin:1em 0}"
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        "<style>body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px}img{max-width:100%}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1><table><tr><th>loader</th><th>gpus</th><th>status</th>"
-        f"<th>node peak GiB</th><th>load s</th></tr>{rows}</table>{figures}</body></html>"
+        f"<style>{style}</style><script>{CHECK_SCRIPT}</script></head>"
+        f"<body><h1>{html.escape(title)}</h1>{''.join(parts)}</body></html>"
     )
+
+
+def write_report(path: Path, output: Path | None = None) -> Path:
+    """report.html for the sweep or run at `path` (beside multirun.yaml, or in the run dir)."""
+    results = load_results(path)
+    out = output or path / REPORT
+    kind = "run" if (path / RESULT).exists() else "sweep"
+    out.write_text(render(results, f"rlhf_exp {kind} {path.name}"))
+    return out
 
 
 def main(argv: list[str] | None = None) -> Path:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sweep_dir", type=Path)
-    parser.add_argument("-o", "--output", type=Path, default=None, help="default: <sweep_dir>/report.html")
+    parser.add_argument("path", type=Path, help="a sweep dir (multirun) or a run dir")
+    parser.add_argument("-o", "--output", type=Path, default=None, help=f"default: <path>/{REPORT}")
     args = parser.parse_args(argv)
-    results = load_results(args.sweep_dir)
-    out = args.output or args.sweep_dir / "report.html"
-    out.write_text(render(results, f"rlhf_exp sweep {args.sweep_dir.name}"))
-    print(f"report: {out} ({len(results)} jobs)")
+    out = write_report(args.path, args.output)
+    print(f"report: {out}")
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from rlhf_exp.config.units import GIB
 from rlhf_exp.report.record import stage_columns, summary_key
 from rlhf_exp.report.summary import load_time_s
+from rlhf_exp.report.timeline import build_timeline
 
 # per-stage figures copied into the W&B summary as mem/<stage>/<key>
 SUMMARY_KEYS = tuple(c.key for c in stage_columns(summary=True))
@@ -61,6 +62,7 @@ def series_of(samples: list[dict[str, Any]]) -> list[dict[str, float]]:
             row["host/cgroup_gib"] = s["cgroup_usage"] / GIB
         for rank, r in s.get("ranks", {}).items():
             row[f"rank{rank}/pss_anon_gib"] = r["pss_anon"] / GIB
+            row[f"rank{rank}/rss_gib"] = r["rss"] / GIB
         for i, used in enumerate(s.get("gpu_used", [])):
             row[f"gpu{i}/nvml_used_gib"] = used / GIB
         rows.append(row)
@@ -86,6 +88,7 @@ class WandbTracker:
             name=meta["name"],
             tags=[f"loader={meta['loader']}", f"gpus={meta['gpus']}", f"zero={meta['zero']}", f"model={meta['model']}"],
             reinit="finish_previous",
+            settings=wandb.Settings(silent=True, console="off"),  # no banner; the job's console stays its own
         )
         self.run.define_metric("time_s")
         self.run.define_metric("*", step_metric="time_s")
@@ -95,12 +98,31 @@ class WandbTracker:
 
         for row in series_of(samples):
             self.run.log(row)
+        self._log_timeline(result)
         table = wandb.Table(columns=list(TABLE_COLUMNS))
         for row in result.get("stages", []):
             table.add_data(*(row.get(k) for k in TABLE_COLUMNS))
         self.run.log({"stages": table})
         self.run.summary.update(summary_of(result))
         self.run.finish(exit_code=0 if result["status"] == "completed" else 1)
+
+    def _log_timeline(self, result: dict[str, Any]) -> None:
+        """The report's memory timeline in W&B: stage windows (the bands, with their planned node peak) and a
+        line chart of node and per-rank memory against time (the same series the run logs as history)."""
+        import wandb
+
+        line = build_timeline(result) if result.get("job_dir") else None
+        if line is None or line.empty:
+            return
+        windows = wandb.Table(columns=["stage", "start_s", "end_s", "status", "planned_node_gib"])
+        for w in line.stages:
+            windows.add_data(w.name, w.start_s, w.end_s, w.status, w.planned_node_gib)
+        keys = ["node used", *(f"rank {r} Pss_Anon" for r in line.rank_pss_anon_gib)]
+        ys = [line.node_gib, *([v or 0.0 for v in vs] for vs in line.rank_pss_anon_gib.values())]
+        chart = wandb.plot.line_series(xs=line.time_s, ys=ys, keys=keys, title="host memory over time (GiB)", xname="time_s")
+        self.run.log({"timeline/stages": windows, "timeline/host_memory": chart})
+        if line.failure:
+            self.run.summary.update({"timeline/failure_time_s": line.failure["time_s"]})
 
 
 def make_tracker(mode: str, project: str = "rlhf_exp", entity: str | None = None) -> Tracker:

@@ -18,6 +18,7 @@ from conftest import REPO, app_env
 from safetensors.torch import load_file
 
 from rlhf_exp.checkpoints.generate import resolve_checkpoint
+from rlhf_exp.cli.plan_command import main as plan_main
 
 TABLE = re.compile(r"<!-- bad-inputs:start -->(.*?)<!-- bad-inputs:end -->", re.S)
 
@@ -88,7 +89,9 @@ def run_cli(overrides: str, cwd: Path, cache: Path) -> subprocess.CompletedProce
     return subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
 
 
-def test_every_bad_input_in_the_readme_gets_its_one_line_error(tmp_path: Path, ckpt_cache: Path) -> None:
+def test_every_bad_input_in_the_readme_gets_its_one_line_error(
+    tmp_path: Path, ckpt_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     made = make_placeholders(tmp_path, ckpt_cache)
     gpu_host = torch.cuda.is_available()
     cases = []
@@ -112,25 +115,22 @@ def test_every_bad_input_in_the_readme_gets_its_one_line_error(tmp_path: Path, c
         assert sum(ln.startswith("error: ") for ln in lines) == 1
         assert "rlhf_exp.rank.main" not in proc.stdout + proc.stderr and "Traceback" not in proc.stderr
     assert not made["pickle-marker"].exists()  # the pickled command never ran
-    # `plan` gives the same verdict on everything the config alone decides
-    planned = [(o, e) for o, e in cases if not PLAN_SKIPS.search(o)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = list(pool.map(lambda case: run_plan(case[0], tmp_path, ckpt_cache), planned))
-    for (overrides, expected), proc in zip(planned, procs, strict=True):
-        got = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+    # `plan` gives the same verdict on everything the config alone decides (its command, in this process)
+    monkeypatch.setenv("RLHF_EXP_CACHE", str(ckpt_cache))
+    for overrides, expected in cases:
+        if PLAN_SKIPS.search(overrides):
+            continue
+        code = plan_main(overrides.split())
+        err = capsys.readouterr().err.strip()
+        got = err.splitlines()[-1] if err else ""
         for name, path in made.items():
             got = got.replace(str(path), f"<{name}>")
-        assert (proc.returncode, got) == (2, expected), ("plan", overrides, proc.stderr[-1500:])
+        assert (code, got) == (2, expected), ("plan", overrides, err[-1500:])
 
 
 # rows `plan` does not share: sweeps and output dirs (plan writes none), weights (plan reads config.json alone),
 # the checkpoint cache (plan generates nothing)
 PLAN_SKIPS = re.compile(r"-m |hydra\.|truncated-ckpt|config-only-ckpt|mismatched-ckpt|pickle-code-ckpt|cache_dir")
-
-
-def run_plan(overrides: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides.split()]
-    return subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.slow

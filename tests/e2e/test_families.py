@@ -15,7 +15,8 @@ from conftest import app_env, run_sweep_in
 from rlhf_exp.config.presets import PRESETS, preset_config
 
 FAMILIES = ("mistral", "qwen2", "gemma", "phi", "gpt_neox", "opt")  # llama: every other test
-ALL_LOADERS = "loader=naive,staggered,low_mem,rank0_broadcast,zero3_init,direct"
+# staggered is naive taking turns: compared with the others on Llama (tests/e2e/test_loaders.py)
+ALL_LOADERS = "loader=naive,low_mem,rank0_broadcast,zero3_init,direct"
 
 
 def save_pretrained(family: str, out: Path) -> Path:
@@ -67,28 +68,28 @@ def test_a_users_checkpoint_of_each_family_builds_the_engine_the_same_with_every
 
 
 @pytest.mark.slow
-def test_every_loader_builds_the_same_engines_from_a_tied_qwen2(
+def test_the_loaders_build_the_same_engines_from_a_tied_qwen2(
     user_checkpoints: dict[str, Path], tmp_path: Path, ckpt_cache: Path
 ) -> None:
     """Qwen2 as a user saved it: lm_head tied to the embedding (stored once), a causal checkpoint as the critic."""
     ckpt = user_checkpoints["qwen2"]
     overrides = ("model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}", ALL_LOADERS, "ppo.steps=0")
-    assert_every_loader_gives_the_same_engines(tmp_path, ckpt_cache, *overrides)
+    assert_the_loaders_give_the_same_engines(tmp_path, ckpt_cache, *overrides)
 
 
 @pytest.mark.slow
-def test_every_loader_builds_the_same_engines_and_ppo_step_from_deepspeed_chats_opt(tmp_path: Path, ckpt_cache: Path) -> None:
+def test_the_loaders_build_the_same_engines_and_ppo_step_from_deepspeed_chats_opt(tmp_path: Path, ckpt_cache: Path) -> None:
     """OPT as our generator writes it (value head file included): tied lm_head, a 64 -> 32 projection at the end,
     dropout 0.1 in training (the PPO step's masks must not depend on the loader)."""
     overrides = ("model.actor.preset=tiny-opt", "model.critic.preset=tiny-opt", "model.num_padding_at_beginning=1", ALL_LOADERS)
-    assert_every_loader_gives_the_same_engines(tmp_path, ckpt_cache, *overrides)
+    assert_the_loaders_give_the_same_engines(tmp_path, ckpt_cache, *overrides)
 
 
-def assert_every_loader_gives_the_same_engines(tmp_path: Path, ckpt_cache: Path, *overrides: str) -> None:
+def assert_the_loaders_give_the_same_engines(tmp_path: Path, ckpt_cache: Path, *overrides: str) -> None:
     common = ("gpus=2", "zero=stage3", "verify_weights=true", "wandb.mode=disabled", "dist_timeout_s=120")
     proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides, *common)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [r["status"] for r in results] == ["completed"] * 6, [(r["loader"], r["failure"]) for r in results]
+    assert [r["status"] for r in results] == ["completed"] * 5, [(r["loader"], r["failure"]) for r in results]
     reference = weights(results[0])
     assert reference and all(weights(r) == reference for r in results[1:]), [
         r["loader"] for r in results if weights(r) != reference

@@ -48,7 +48,7 @@ def test_loaders_at_four_ranks_without_lora(tmp_path: Path, ckpt_cache: Path) ->
     proc, results = run_sweep_in(
         tmp_path / "sweep",
         ckpt_cache,
-        "loader=naive,rank0_broadcast,zero3_init",
+        "loader=rank0_broadcast,zero3_init",  # node groups and partitions at 4 ranks; naive vs both: 2 ranks, above
         "gpus=4",
         "zero=stage3",
         "lora=disabled",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from test_end_to_end import assert_complete_result
 from test_ppo import assert_ppo_step
 
 from rlhf_exp.report import html as report
+from rlhf_exp.report.timeline import build_timeline
 from rlhf_exp.report.tracking import wandb_run_dirs
 from rlhf_exp.report.wandb_offline import read_offline_run
 from rlhf_exp.report.wandb_report import build_report, report_metrics
@@ -27,7 +30,13 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, ckpt_cache: Path) -> tuple[P
     proc, results = run_sweep_in(sweep_dir, ckpt_cache, *overrides, env=secret)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(results) == 4
+    (sweep_dir / "console.txt").write_text(proc.stdout + proc.stderr)
     return sweep_dir, results
+
+
+@pytest.fixture(scope="module")
+def sweep_console(sweep: tuple[Path, list[dict]]) -> str:
+    return (sweep[0] / "console.txt").read_text()
 
 
 def test_every_job_completes_with_full_stage_records_and_a_ppo_step(sweep: tuple[Path, list[dict]]) -> None:
@@ -65,18 +74,42 @@ def test_no_secret_is_written_to_any_output(sweep: tuple[Path, list[dict]]) -> N
     assert not [f for f in files if FAKE_KEY.encode() in f.read_bytes()]
 
 
-def test_html_report_has_one_plot_per_figure_with_a_series_per_loader(sweep: tuple[Path, list[dict]]) -> None:
+def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path, list[dict]]) -> None:
     sweep_dir, results = sweep
-    out = report.main([str(sweep_dir)])
-    page = out.read_text()
-    assert len(re.findall(r"<img alt=", page)) == len(report.FIGURES) == 3
-    for fid, _, _ in report.FIGURES:
-        assert f'id="{fid}"' in page
+    page = (sweep_dir / "report.html").read_text()  # written by the sweep's Hydra callback, beside multirun.yaml
+    assert (sweep_dir / "multirun.yaml").exists()
+    figures = re.findall(r'<img class="plot" alt="([^"]+)"', page)
+    assert figures == ["node_peak_vs_gpus", "load_time_vs_gpus", "stage_bars", "timeline0", "timeline1", "timeline2", "timeline3"]
+    assert page.count("<h3>Plan vs measured (GiB)</h3>") == 4 and "GPU planned" not in page  # no GPU columns on CPU
     fig = report.node_peak_figure(results)
     assert sorted(line.get_label() for line in fig.axes[0].get_lines()) == ["low_mem", "naive"]
     assert all(len(line.get_xdata()) == 2 for line in fig.axes[0].get_lines())  # gpus 1 and 2
     bars = report.stage_bars_figure(results)
-    assert len(bars.axes[0].containers) == len(results[0]["stages"])  # one stacked series per stage
+    assert len(bars.axes) == 1  # CPU runs: no GPU panel
+    colors = [c.patches[0].get_facecolor() for c in bars.axes[0].containers]
+    assert len(colors) == len(results[0]["stages"]) == len(set(colors))  # one distinct colour per stage
+    line = build_timeline(results[0])
+    assert [w.name for w in line.stages] == [s["stage"] for s in results[0]["stages"]]
+    assert all(w.planned_node_gib is not None for w in line.stages if w.name != "dist_init" and not w.name.startswith("ppo"))
+    assert line.limit_gib is not None and line.failure is None and len(line.rank_rss_gib) == results[0]["gpus"]
+
+
+def test_the_console_is_quiet_and_informative(sweep_console: str) -> None:
+    assert "plan: loader=" in sweep_console and "✓ actor.load" in sweep_console
+    assert "engine build s" in sweep_console and "report:" in sweep_console  # the end-of-sweep table
+    for noise in ("FutureWarning", "wandb: ", "[WARNING]", "Setting accelerator"):
+        assert noise not in sweep_console, noise
+
+
+def test_the_timeline_reaches_wandb_and_the_reader_prints_whole_json(sweep: tuple[Path, list[dict]]) -> None:
+    job_dir = Path(sweep[1][0]["job_dir"])
+    proc = subprocess.run([sys.executable, "-m", "rlhf_exp.report.wandb_offline", str(job_dir)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(proc.stdout)  # the whole record, valid JSON
+    assert run["summary"]["timeline/stages/_type"] == "table-file"
+    assert "timeline/host_memory_table" in json.dumps(run["summary"]) or "timeline/host_memory" in json.dumps(run["summary"])
+    nothing = subprocess.run([sys.executable, "-m", "rlhf_exp.report.wandb_offline"], capture_output=True, text=True)
+    assert nothing.returncode == 2 and nothing.stderr.startswith("usage:")
 
 
 def test_wandb_report_spec_plots_only_keys_the_runs_carry(sweep: tuple[Path, list[dict]]) -> None:

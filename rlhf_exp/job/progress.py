@@ -1,0 +1,73 @@
+"""The console while a job runs: each stage as it happens (name, elapsed time, node memory now), from the
+ranks' events and the watcher's samples on disk. Live on a terminal (rich), one line per stage otherwise."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from rich.console import Console
+
+from rlhf_exp.config.units import GIB
+from rlhf_exp.jobdir import JobDir
+
+
+class StageProgress:
+    def __init__(self, job_dir: JobDir, console: Console | None = None, poll_s: float = 0.5, quiet: bool = False) -> None:
+        self.job_dir, self.poll_s, self.quiet = job_dir, poll_s, quiet
+        self.console = console or Console()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stage-progress", daemon=True)
+        self._seen = 0  # lines of rank 0's events already read
+        self._open: dict[str, float] = {}  # stage -> begin time
+
+    def __enter__(self) -> StageProgress:
+        if not self.quiet:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.quiet:
+            return
+        self._done.set()
+        self._thread.join()
+        self._poll(None)  # the last stages, after the ranks stopped
+
+    def _run(self) -> None:
+        with self.console.status("starting ranks", spinner="dots") as status:
+            while not self._done.wait(self.poll_s):
+                self._poll(status)
+
+    def _node_gib(self, samples: list[dict[str, Any]], at: float | None = None) -> float | None:
+        """Node memory above the baseline at time `at` (the latest sample by then), or now."""
+        before = [s for s in samples if at is None or s["t"] <= at]
+        return (before[-1]["node_used"] - samples[0]["node_used"]) / GIB if len(before) > 1 else None
+
+    @staticmethod
+    def _text(node: float | None) -> str:
+        return f"node +{node:.2f} GiB" if node is not None else ""
+
+    def _poll(self, status: Any) -> None:
+        path = self.job_dir.rank_events_file(0)
+        if not path.exists():
+            return
+        lines = path.read_text().splitlines()
+        samples = self.job_dir.read_samples()
+        for line in lines[self._seen :]:
+            try:
+                ev = json.loads(line)
+            except json.JSONDecodeError:
+                break  # being written: read it next time
+            self._seen += 1
+            stage, kind = ev.get("stage"), ev.get("event")
+            if kind == "begin":
+                self._open[stage] = ev["t"]
+            elif kind in ("end", "error") and stage in self._open:
+                took = ev["t"] - self._open.pop(stage)
+                mark = "[green]✓[/green]" if kind == "end" else "[red]✗[/red]"
+                self.console.print(f"  {mark} {stage:18s} {took:7.1f} s   {self._text(self._node_gib(samples, ev['t']))}")
+        if status is not None and self._open:
+            stage, began = next(iter(self._open.items()))
+            status.update(f"{stage}  {time.time() - began:.0f} s  {self._text(self._node_gib(samples))}")

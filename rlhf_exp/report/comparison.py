@@ -1,0 +1,62 @@
+"""One row per job of a sweep: what the end-of-sweep table and the report's summary show."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlhf_exp.config.stages import is_load_stage
+
+
+def engine_build_s(result: dict[str, Any]) -> float:
+    """Seconds in the load and init stages: the time to build the four engines."""
+    return sum(
+        s.get("duration_s") or 0 for s in result.get("stages", []) if is_load_stage(s["stage"]) or s["stage"].endswith(".init")
+    )
+
+
+def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
+    config = result.get("config") or {}
+    stages = result.get("stages", [])
+    peak = max(stages, key=lambda s: s.get("node_peak_gib") or 0, default={})
+    gpu = [s.get("gpu_cuda_peak_allocated_gib") for s in stages if s.get("gpu_cuda_peak_allocated_gib") is not None]
+    plan = result.get("plan") or {}
+    planned = max((st["node_peak_gib"] for st in plan.get("stages", [])), default=None)
+    failure = result.get("failure") or {}
+    return {
+        "job": _job_name(result),
+        "gpus": result.get("gpus", config.get("gpus")),
+        "loader": result.get("loader", (config.get("loader") or {}).get("name")),
+        "zero": "/".join(str(z) for z in (result.get("zero_stages") or {}).values()) or None,
+        "status": result.get("status"),
+        "node_peak_gib": result.get("node_peak_gib"),
+        "peak_stage": peak.get("stage"),
+        "gpu_peak_gib": max(gpu) if gpu else None,
+        "build_s": round(engine_build_s(result), 2) if stages else None,
+        "planned_peak_gib": planned,
+        "failed_at": failure.get("stage") if result.get("status") != "completed" else None,
+    }
+
+
+COLUMNS = (
+    ("job", "job"),
+    ("gpus", "gpus"),
+    ("loader", "loader"),
+    ("zero", "ZeRO a/r/c/r"),
+    ("status", "status"),
+    ("node_peak_gib", "node peak GiB"),
+    ("peak_stage", "at stage"),
+    ("gpu_peak_gib", "GPU peak GiB"),
+    ("build_s", "engine build s"),
+    ("planned_peak_gib", "planned peak GiB"),
+    ("failed_at", "failed at"),
+)
+
+
+def _job_name(result: dict[str, Any]) -> str:
+    return str(result.get("job_dir", "?")).rstrip("/").rsplit("/", 1)[-1]
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
