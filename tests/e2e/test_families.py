@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -96,25 +97,37 @@ def assert_the_loaders_give_the_same_engines(tmp_path: Path, ckpt_cache: Path, *
     ]
 
 
-def plan_cli(cache: Path, *overrides: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlhf_exp", "plan", *overrides]
-    return subprocess.run(cmd, env=app_env(cache), capture_output=True, text=True, timeout=300)
+@pytest.fixture
+def plan(
+    ckpt_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., tuple[int, str, str]]:
+    """The `plan` command, in this process: (exit code, stdout, stderr)."""
+    from rlhf_exp.cli.plan_command import main
+
+    monkeypatch.setenv("RLHF_EXP_CACHE", str(ckpt_cache))
+
+    def _plan(*overrides: str) -> tuple[int, str, str]:
+        code = main(list(overrides))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _plan
 
 
-def test_presets_of_deepspeed_chat_and_a_current_family_plan_without_weights(ckpt_cache: Path) -> None:
+def test_presets_of_deepspeed_chat_and_a_current_family_plan_without_weights(plan: Callable[..., tuple[int, str, str]]) -> None:
     assert PRESETS["opt-350m"].shape["word_embed_proj_dim"] == 512
     for model in ("opt-1.3b", "qwen2.5-7b"):
-        proc = plan_cli(ckpt_cache, f"model={model}", "gpus=8")
-        assert proc.returncode in (0, 1), proc.stderr[-2000:]
-        assert "reward.init" in proc.stdout and "naive" in proc.stdout
+        code, out, err = plan(f"model={model}", "gpus=8")
+        assert code in (0, 1), err[-2000:]
+        assert "reward.init" in out and "naive" in out
 
 
-def test_plan_reads_config_json_alone_and_the_run_asks_for_weights(tmp_path: Path, ckpt_cache: Path) -> None:
+def test_plan_reads_config_json_alone(tmp_path: Path, plan: Callable[..., tuple[int, str, str]]) -> None:
     ckpt = tmp_path / "config-only"
     preset_config("tiny-qwen2").save_pretrained(ckpt)
-    proc = plan_cli(ckpt_cache, "model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}", "gpus=2")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "plan: loader=naive, 2 rank(s) on cpu" in proc.stdout
+    code, out, err = plan("model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}", "gpus=2")
+    assert code == 0, err[-2000:]
+    assert "plan: loader=naive, 2 rank(s) on cpu" in out
 
 
 def hub_cache(root: Path, hub_id: str, source: Path) -> None:
@@ -167,20 +180,17 @@ def test_a_hub_id_is_found_in_the_local_cache_offline(
     ],
 )
 def test_unsupported_checkpoints_get_one_line_before_any_rank(
-    model_type: str, kind: str, tmp_path: Path, ckpt_cache: Path
+    model_type: str, kind: str, tmp_path: Path, ckpt_cache: Path, plan: Callable[..., tuple[int, str, str]]
 ) -> None:
     ckpt = tmp_path / model_type
     ckpt.mkdir()
     (ckpt / "config.json").write_text(json.dumps({"model_type": model_type}))
-    for command in ("plan", None):
-        cmd = [sys.executable, "-m", "rlhf_exp", *([command] if command else []), "model=local", f"model.actor.path={ckpt}"]
-        cmd += (
-            [f"model.critic.path={ckpt}", f"hydra.run.dir={tmp_path / 'run'}"]
-            if command is None
-            else [f"model.critic.path={ckpt}"]
-        )
-        proc = subprocess.run(cmd, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 2, proc.stderr[-2000:]
-        (line,) = proc.stderr.strip().splitlines()
+    paths = ("model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}")
+    job = [sys.executable, "-m", "rlhf_exp", *paths, f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.run(job, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=300)
+    code, _, err = plan(*paths)  # the same verdict from `plan`
+    for returncode, stderr in ((proc.returncode, proc.stderr), (code, err)):
+        assert returncode == 2, stderr[-2000:]
+        (line,) = stderr.strip().splitlines()
         assert line.startswith(f"error: model.actor.path: {ckpt}") and kind in line and "valid: a decoder-only causal LM" in line
     assert not (tmp_path / "run" / "events").exists()

@@ -15,7 +15,7 @@ import psutil
 import pytest
 from conftest import app_env
 
-HANG = ("gpus=2", "roles=[actor,ref]", "ppo.steps=0", "fault.stage=ref.load", "fault.mode=hang", "wandb.mode=disabled")
+HANG = ("gpus=1", "roles=[actor,ref]", "ppo.steps=0", "fault.stage=ref.load", "fault.mode=hang", "wandb.mode=disabled")
 
 
 def wait_for_stage(job_root: Path, stage: str, timeout_s: float = 240) -> Path:

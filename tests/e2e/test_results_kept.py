@@ -26,6 +26,9 @@ def records(run_dir: Path) -> dict[Path, bytes]:
 def test_a_completed_result_survives_failed_checks_and_other_configs(tmp_path: Path, ckpt_cache: Path) -> None:
     run_dir = tmp_path / "run"
     assert run(run_dir, ckpt_cache).returncode == 0
+    page = subprocess.run([sys.executable, "-m", "rlhf_exp", "report", str(run_dir)], capture_output=True, text=True, timeout=300)
+    assert page.returncode == 0 and 'alt="timeline0"' in (run_dir / "report.html").read_text()  # a single run's page
+    (run_dir / "report.html").unlink()
     kept = records(run_dir)
     failing = run(run_dir, ckpt_cache, "model=local", f"model.actor.path={tmp_path}", f"model.critic.path={tmp_path}")
     assert failing.returncode == 2  # a check fails (no config.json there): nothing in the dir touched

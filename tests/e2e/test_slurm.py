@@ -58,6 +58,7 @@ def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(
     # one task per node holding all of its ranks: GPUs and cores scale with the job's own gpus
     assert "gres/gpu=1" in jobs["rlhf_exp_0"]["tres"] and "gres/gpu=2" in jobs["rlhf_exp_1"]["tres"]
     assert "cpu=1," in jobs["rlhf_exp_0"]["tres"] and "cpu=2," in jobs["rlhf_exp_1"]["tres"]
+    assert "engine build s" in proc.stdout and (sweep / "report.html").exists()  # the end-of-sweep callback, under SLURM too
     submitted = sorted((sweep / ".submitit").glob("*_submitted.pkl"))
     proc, again = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
