@@ -90,29 +90,47 @@ def load_time_figure(results: list[dict[str, Any]]) -> plt.Figure:
     return _lines_vs_gpus(results, load_time_s, "seconds (sum of the .load stages)", "Load time")
 
 
-BAR_PANELS = (
-    ("node_rise_gib", f"Host: {COLUMN['node_rise_gib'].header} per stage"),
-    ("gpu_cuda_peak_allocated_gib", f"GPU: {COLUMN['gpu_cuda_peak_allocated_gib'].header} per stage, max rank"),
-)
-
-
 def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    """Per job, stacked per-stage figures; a panel only where some job has its figure (no GPU panel on CPU)."""
+    """Per job: host memory each stage added (stacked: the rises add up to the job's growth), and, where GPUs were
+    measured, each stage's GPU peak (points per stage: peaks do not add up, so they are not stacked)."""
     stages = list(dict.fromkeys(s["stage"] for r in results for s in r["stages"]))
     colors = stage_colors(stages)
-    panels = [(key, title) for key, title in BAR_PANELS if any(s.get(key) is not None for r in results for s in r["stages"])]
+    gpu_key = "gpu_cuda_peak_allocated_gib"
+    gpu = any(s.get(gpu_key) is not None for r in results for s in r["stages"])
     labels = [f"{r['loader']}\ngpus={r['gpus']}\n{r['status']}" for r in results]
-    fig, axes = plt.subplots(1, len(panels), figsize=(max(7, 1.3 * len(results) + 4) * len(panels) / 1.6, 4.8), squeeze=False)
-    for ax, (key, title) in zip(axes[0], panels, strict=True):
-        bottom = [0.0] * len(results)
-        for stage in stages:
-            heights = [max(next((s.get(key) or 0.0 for s in r["stages"] if s["stage"] == stage), 0.0), 0.0) for r in results]
-            ax.bar(labels, heights, bottom=bottom, label=stage, color=colors[stage])
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-        ax.set_title(title)
+    fig, axes = plt.subplots(
+        1, 2 if gpu else 1, figsize=(max(7, 1.3 * len(results) + 4) * (1.6 if gpu else 1), 4.8), squeeze=False
+    )
+    host = axes[0][0]
+    bottom = [0.0] * len(results)
+    for stage in stages:
+        heights = [
+            max(next((s.get("node_rise_gib") or 0.0 for s in r["stages"] if s["stage"] == stage), 0.0), 0.0) for r in results
+        ]
+        host.bar(labels, heights, bottom=bottom, label=stage, color=colors[stage])
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    host.set_title(f"Host: {COLUMN['node_rise_gib'].header} per stage (stacked)")
+    host.set_ylabel("GiB")
+    host.tick_params(axis="x", labelsize=8)
+    if gpu:
+        ax = axes[0][1]
+        for i, r in enumerate(results):
+            for stage in stages:
+                value = next((s.get(gpu_key) for s in r["stages"] if s["stage"] == stage), None)
+                if value is not None:
+                    ax.scatter(i, value, color=colors[stage], s=30)
+        ax.set_xticks(range(len(results)), labels, fontsize=8)
+        ax.set_title(f"GPU: {COLUMN[gpu_key].header} in each stage, max rank")
         ax.set_ylabel("GiB")
-        ax.tick_params(axis="x", labelsize=8)
-    axes[0][-1].legend(title="stage", fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left", ncol=1 + len(stages) // 18)
+    axes[0][-1].legend(
+        handles=[plt.Rectangle((0, 0), 1, 1, color=colors[s]) for s in stages],
+        labels=stages,
+        title="stage",
+        fontsize=7,
+        bbox_to_anchor=(1.02, 1),
+        loc="upper left",
+        ncol=1 + len(stages) // 18,
+    )
     return fig
 
 

@@ -1,0 +1,30 @@
+"""The report's comparison figures on synthetic results: a panel only where there is data, a colour per stage."""
+
+from __future__ import annotations
+
+from rlhf_exp.report.html import stage_bars_figure, stage_colors
+
+
+def result(loader: str, gpu: bool) -> dict:
+    stages = []
+    for i, name in enumerate(("actor.load", "actor.init", "ppo1.train_actor")):
+        row = {"stage": name, "node_rise_gib": 0.5 * (i + 1)}
+        if gpu:
+            row["gpu_cuda_peak_allocated_gib"] = 2.0 + i
+        stages.append(row)
+    return {"loader": loader, "gpus": 1, "status": "completed", "stages": stages}
+
+
+def test_a_cpu_sweep_has_no_gpu_panel_and_a_gpu_sweep_plots_peaks_unstacked() -> None:
+    cpu = stage_bars_figure([result("naive", False), result("direct", False)])
+    assert len(cpu.axes) == 1 and len(cpu.axes[0].containers) == 3  # stacked host rises, one series per stage
+    gpu = stage_bars_figure([result("naive", True), result("direct", True)])
+    assert len(gpu.axes) == 2
+    points = [tuple(c.get_offsets()[0]) for c in gpu.axes[1].collections]
+    assert sorted(y for _, y in points) == [2.0, 2.0, 3.0, 3.0, 4.0, 4.0]  # each stage's own peak, not a running sum
+
+
+def test_every_stage_gets_its_own_colour_however_many() -> None:
+    for n in (4, 20, 45):  # ppo.steps=10 gives 49 stages
+        colors = stage_colors([f"s{i}" for i in range(n)])
+        assert len(set(colors.values())) == n
