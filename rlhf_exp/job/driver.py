@@ -49,11 +49,12 @@ def run_job(
         if not outcome.ok:
             raise SystemExit(1)  # srun --kill-on-bad-exit then ends the other nodes' tasks
         return None
-    previous = completed_result(job_dir, to_plain(cfg)) if settings.resume else None
+    config = to_plain(cfg)
+    previous = completed_result(job_dir, config) if settings.resume else None
     if previous:
         print(f"skipped: {path} holds a completed result of this config (resume=false runs it again)")
         return previous
-    check_not_another_configs_result(job_dir, to_plain(cfg), dir_key)
+    check_not_another_configs_result(job_dir, config, dir_key)
     spec = prepare_job(cfg, job_dir, settings, placement.run_id)
     print(plan_verdict(spec.plan))
     meta = {"group": "single", "name": path.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})}

@@ -22,6 +22,8 @@ class StageProgress:
         self._thread = threading.Thread(target=self._run, name="stage-progress", daemon=True)
         self._seen = 0  # lines of rank 0's events already read
         self._open: dict[str, float] = {}  # stage -> begin time
+        self._samples: list[tuple[float, int]] = []  # (t, node_used) of every sample read so far
+        self._samples_at = 0  # bytes of the samples file already read: each poll reads only what is new
 
     def __enter__(self) -> StageProgress:
         if not self.quiet:
@@ -40,10 +42,24 @@ class StageProgress:
             while not self._done.wait(self.poll_s):
                 self._poll(status)
 
-    def _node_gib(self, samples: list[dict[str, Any]], at: float | None = None) -> float | None:
+    def _read_new_samples(self) -> None:
+        path = self.job_dir.samples_file()
+        if not path.exists():
+            return
+        with open(path, "rb") as fh:
+            fh.seek(self._samples_at)
+            chunk = fh.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
+        self._samples_at += len(complete)
+        for line in complete.splitlines():
+            sample = json.loads(line)
+            if "header" not in sample:
+                self._samples.append((sample["t"], sample["node_used"]))
+
+    def _node_gib(self, at: float | None = None) -> float | None:
         """Node memory above the baseline at time `at` (the latest sample by then), or now."""
-        before = [s for s in samples if at is None or s["t"] <= at]
-        return (before[-1]["node_used"] - samples[0]["node_used"]) / GIB if len(before) > 1 else None
+        before = [used for t, used in self._samples if at is None or t <= at]
+        return (before[-1] - self._samples[0][1]) / GIB if len(before) > 1 else None
 
     @staticmethod
     def _text(node: float | None) -> str:
@@ -54,7 +70,7 @@ class StageProgress:
         if not path.exists():
             return
         lines = path.read_text().splitlines()
-        samples = self.job_dir.read_samples()
+        self._read_new_samples()
         for line in lines[self._seen :]:
             try:
                 ev = json.loads(line)
@@ -67,7 +83,7 @@ class StageProgress:
             elif kind in ("end", "error") and stage in self._open:
                 took = ev["t"] - self._open.pop(stage)
                 mark = "[green]✓[/green]" if kind == "end" else "[red]✗[/red]"
-                self.console.print(f"  {mark} {stage:18s} {took:7.1f} s   {self._text(self._node_gib(samples, ev['t']))}")
+                self.console.print(f"  {mark} {stage:18s} {took:7.1f} s   {self._text(self._node_gib(ev['t']))}")
         if status is not None and self._open:
             stage, began = next(iter(self._open.items()))
-            status.update(f"{stage}  {time.time() - began:.0f} s  {self._text(self._node_gib(samples))}")
+            status.update(f"{stage}  {time.time() - began:.0f} s  {self._text(self._node_gib())}")
