@@ -11,7 +11,9 @@ import json
 import math
 import os
 import shutil
+import zlib
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -42,9 +44,11 @@ def _norm_weights(model: nn.Module) -> set[str]:
     }
 
 
-def _random_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, norms: set[str]) -> torch.Tensor:
+def _random_tensor(name: str, shape: tuple[int, ...], dtype: torch.dtype, seed: int, norms: set[str]) -> torch.Tensor:
+    """One weight, from its own generator (seed and name), so tensors are drawn in parallel and stay reproducible."""
     if name in norms:  # norm scales start at one and shifts at zero, as in a trained model's range
         return torch.ones(shape, dtype=dtype) if name.endswith("weight") else torch.zeros(shape, dtype=dtype)
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
     return (torch.randn(shape, generator=gen) * 0.02).to(dtype)
 
 
@@ -64,7 +68,6 @@ def _plan_shards(shapes: dict[str, tuple[int, ...]], dtype: torch.dtype) -> list
 
 def _write_shards(shapes: dict[str, tuple[int, ...]], norms: set[str], out: Path, dtype: torch.dtype, seed: int) -> None:
     """Generate and save one shard at a time, so RAM holds at most one shard."""
-    gen = torch.Generator().manual_seed(seed)
     plan = _plan_shards(shapes, dtype)
     names = (
         ["model.safetensors"]
@@ -76,9 +79,11 @@ def _write_shards(shapes: dict[str, tuple[int, ...]], norms: set[str], out: Path
         task = progress.add_task(f"generating {out.name.split(TMP_SUFFIX)[0]} ({total_gib:.1f} GiB)", total=len(shapes))
         for fname, keys in zip(names, plan, strict=True):
             shard = {}
-            for k in keys:
-                shard[k] = _random_tensor(k, shapes[k], dtype, gen, norms)
-                progress.advance(task)
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # torch's RNG kernels are serial
+                futures = {k: pool.submit(_random_tensor, k, shapes[k], dtype, seed, norms) for k in keys}
+                for k, future in futures.items():
+                    shard[k] = future.result()
+                    progress.advance(task)
             save_file(shard, out / fname, metadata={"format": "pt"})
     if len(plan) > 1:
         total = sum(math.prod(s) * dtype.itemsize for s in shapes.values())

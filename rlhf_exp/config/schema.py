@@ -106,6 +106,9 @@ class LoraSettings(Strict):
 class LoaderSettings(Strict):
     name: str
     group_size: int = Field(default=1, gt=0)  # used by strategies that take turns
+    fast_read: bool = True  # direct on a GPU: parallel pinned reads (checkpoints/fast_read.py); false: from_pretrained
+    read_threads: int = Field(default=0, ge=0, le=256)  # fast_read's reading threads per rank; 0: the node's cores / ranks
+    chunk_mib: int = Field(default=16, gt=0, le=4096)  # fast_read's chunk (two pinned buffers of it per thread)
 
 
 class TrainSettings(Strict):

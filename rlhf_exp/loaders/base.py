@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import torch
+from accelerate import init_empty_weights
 from torch import nn
+from transformers import AutoConfig
+from transformers.initialization import no_init_weights
 
 from rlhf_exp.checkpoints.meta import model_class as checkpoint_model_class
 from rlhf_exp.config.roles import CheckpointKind
@@ -23,6 +26,9 @@ class LoadRequest:
     device: torch.device  # this rank's device
     ds_config: dict[str, Any]  # the role's DeepSpeed config (for partitioned loading)
     group_size: int = 1  # ranks loading at once, for strategies that take turns
+    fast_read: bool = True  # see LoaderSettings
+    read_threads: int = 0
+    chunk_bytes: int = 16 << 20
 
 
 class Loader(Protocol):
@@ -46,3 +52,13 @@ def model_class(request: LoadRequest) -> type:
 
 def node_world_size() -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+
+
+def empty_model(request: LoadRequest) -> nn.Module:
+    """The role's model in the engine dtype with its parameters on the meta device (nothing allocated, nothing
+    initialised) and its buffers real (rotary tables are computed in __init__, not loaded)."""
+    config = AutoConfig.from_pretrained(request.checkpoint)
+    with no_init_weights(), init_empty_weights():
+        model = model_class(request).from_config(config, dtype=request.dtype)
+    model.tie_weights()  # transformers ties inside init_weights, which no_init_weights skips
+    return model

@@ -1,22 +1,50 @@
-"""low_mem and direct: transformers 5 from_pretrained with a dtype, the library's own low-memory path.
+"""low_mem and direct: the low-memory loading paths, with no fp32 copy and no private read of the whole file.
 
-from_pretrained builds the model on the meta device and fills it from memory-mapped safetensors
-straight in the target dtype, so no fp32 copy and no private read of the whole file exist.
-`direct` also names the rank's device (device_map), so weights never rest on the host: on a GPU
-rank they go from the mapped file to the GPU. On CPU ranks the host is the device and `direct`
-does what `low_mem` does.
+low_mem: transformers 5 from_pretrained with a dtype: the model is built on the meta device and filled from
+memory-mapped safetensors in the target dtype.
+direct: the weights go straight to the rank's device. On a GPU, by default (loader.fast_read), through
+checkpoints/fast_read.py: parallel reads into pinned buffers and host-to-device copies, with no mapping, so no
+file page enters the rank's RSS; loader.fast_read=false uses from_pretrained(device_map=device) instead (the
+library's path, kept for comparison: bench/time_to_engine.py). On CPU ranks the host is the device and
+`direct` does what `low_mem` does (the shared, lazily read mapping is what keeps CPU ranks' memory low).
 """
 
 from __future__ import annotations
 
+import os
+
 from torch import nn
 
-from rlhf_exp.loaders.base import LoadRequest, model_class
+from rlhf_exp.checkpoints.fast_read import read_safetensors
+from rlhf_exp.checkpoints.files import weight_files
+from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class, node_world_size
+from rlhf_exp.loaders.state_dict import assign_weights
 
 
 def load_low_mem(request: LoadRequest) -> nn.Module:
     return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype)
 
 
+def read_threads(request: LoadRequest) -> int:
+    """The configured count, or this rank's share of the node's cores (the node's ranks read at once)."""
+    if request.read_threads:
+        return request.read_threads
+    return max(2, min(16, (os.cpu_count() or 2) // node_world_size()))
+
+
+def load_fast(request: LoadRequest) -> nn.Module:
+    """The model on the meta device, its weights read by fast_read onto the rank's device and assigned."""
+    model = empty_model(request)
+    state = read_safetensors(
+        weight_files(request.checkpoint), request.device, request.dtype, read_threads(request), request.chunk_bytes
+    )
+    assign_weights(model, state)
+    return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it
+
+
 def load_direct(request: LoadRequest) -> nn.Module:
+    files = weight_files(request.checkpoint)
+    if request.device.type == "cuda" and request.fast_read and all(f.suffix == ".safetensors" for f in files):
+        return load_fast(request)
     return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype, device_map={"": request.device})
+

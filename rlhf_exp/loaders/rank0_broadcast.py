@@ -1,6 +1,6 @@
 """rank0_broadcast: only each node's local rank 0 reads the checkpoint; the others receive it.
 
-Local rank 0 loads with from_pretrained (memory-mapped, engine dtype) onto its device. The other
+Local rank 0 loads as `direct` does onto its device. The other
 ranks build the model with empty weights (accelerate's init_empty_weights: parameters on the
 meta device, buffers real), allocate them on their device, and receive every tensor of the state
 dict by torch.distributed.broadcast within the node. The host holds one copy per node on GPU
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from accelerate import init_empty_weights
 from accelerate.utils import set_module_tensor_to_device
 from torch import nn
-from transformers import AutoConfig
 
-from rlhf_exp.loaders.base import LoadRequest, model_class, node_local_rank, node_world_size
-from rlhf_exp.loaders.pretrained import load_low_mem
+from rlhf_exp.loaders.base import LoadRequest, empty_model, node_local_rank, node_world_size
+from rlhf_exp.loaders.pretrained import load_direct
 
 _node_group: dist.ProcessGroup | None = None
 
@@ -34,10 +32,8 @@ def node_group() -> tuple[dist.ProcessGroup | None, int]:
     return _node_group, src
 
 
-def _empty_model(request: LoadRequest) -> nn.Module:
-    config = AutoConfig.from_pretrained(request.checkpoint)
-    with init_empty_weights():
-        model = model_class(request).from_config(config, dtype=request.dtype)
+def _allocated_model(request: LoadRequest) -> nn.Module:
+    model = empty_model(request)
     for name, param in list(model.named_parameters()):
         set_module_tensor_to_device(model, name, request.device, value=torch.empty(param.shape, dtype=param.dtype))
     model.tie_weights()  # a tied lm_head still points at the meta embedding until re-tied
@@ -47,9 +43,9 @@ def _empty_model(request: LoadRequest) -> nn.Module:
 def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
     group, src = node_group()
     if node_local_rank() == 0:
-        model = load_low_mem(request).to(request.device)
+        model = load_direct(request)
     else:
-        model = _empty_model(request)
+        model = _allocated_model(request)
     sent: set[int] = set()
     for tensor in model.state_dict().values():  # same keys in the same order on every rank
         if tensor.data_ptr() not in sent:  # a tied weight once

@@ -33,11 +33,25 @@ def match_keys(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, to
     return {to_model(k): v for k, v in state.items()}
 
 
+def _check_missing(stored: dict[str, tuple[int, ...]], missing_keys: list[str]) -> None:
+    missing = [k for k in missing_keys if k in stored]
+    if missing:
+        raise KeyError(f"checkpoint lacks {len(missing)} weights of the model, e.g. {missing[:3]}")
+
+
 def load_into(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """load_state_dict that fails loudly when a model weight is absent from the checkpoint (a tied weight,
     such as an lm_head sharing the embedding, is filled through the weight it is tied to)."""
-    result = model.load_state_dict(match_keys(state, model), strict=False)
     stored = weight_shapes(model)
-    missing = [k for k in result.missing_keys if k in stored]
-    if missing:
-        raise KeyError(f"checkpoint lacks {len(missing)} weights of the model, e.g. {missing[:3]}")
+    _check_missing(stored, model.load_state_dict(match_keys(state, model), strict=False).missing_keys)
+
+
+def assign_weights(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """The checkpoint's tensors become the model's parameters (a meta-device model: nothing copied); tied
+    weights are re-tied to the one the checkpoint holds."""
+    stored = weight_shapes(model)  # before assigning: a tied weight counts once
+    _check_missing(stored, model.load_state_dict(match_keys(state, model), strict=False, assign=True).missing_keys)
+    model.tie_weights()
+    left = [name for name, param in model.named_parameters() if param.is_meta]
+    if left:
+        raise KeyError(f"checkpoint lacks {len(left)} weights of the model, e.g. {left[:3]}")

@@ -39,6 +39,9 @@ def load_role_model(
         device=device,
         ds_config=ds_config,
         group_size=settings.loader.group_size,
+        fast_read=settings.loader.fast_read,
+        read_threads=settings.loader.read_threads,
+        chunk_bytes=settings.loader.chunk_mib << 20,
     )
     model = get_spec(settings.loader.name).load_function()(request)
     # what is initialized here (a fresh v_head, LoRA) must not depend on what the loader drew before

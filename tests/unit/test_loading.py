@@ -66,3 +66,30 @@ def test_generation_is_deterministic(tmp_path: Path, checkpoints: dict[str, Path
     again = resolve_checkpoint("tiny", None, "causal_lm", "fp16", str(tmp_path))
     a, b = file_weights(again), file_weights(checkpoints["causal_lm"])
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny-qwen2", "tiny-gpt_neox"])  # untied, tied lm_head, renamed keys
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])  # converted from the fp16 file, and as stored
+def test_fast_read_gives_from_pretrained_weights_bit_for_bit(tmp_path_factory, preset: str, dtype: torch.dtype) -> None:
+    from rlhf_exp.loaders.pretrained import load_fast, load_low_mem
+
+    ckpt = resolve_checkpoint(preset, None, "causal_lm", "fp16", str(tmp_path_factory.getbasetemp() / "fast"))
+    # a 1000-byte chunk splits every weight across chunks and threads
+    req = LoadRequest("actor", "causal_lm", ckpt, dtype, torch.device("cpu"), {}, read_threads=3, chunk_bytes=1000)
+    fast, library = load_fast(req), load_low_mem(req)
+    a, b = fast.state_dict(), library.state_dict()
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name
+    assert not fast.training
+    if fast.config.tie_word_embeddings:
+        assert fast.get_output_embeddings().weight is fast.get_input_embeddings().weight
+
+
+def test_naive_zero_fill_keeps_random_init_weights(checkpoints: dict[str, Path]) -> None:
+    """Skipping the random init changes nothing the checkpoint fills (bench/naive_init.py: time and VmHWM)."""
+    from rlhf_exp.loaders.naive import load_naive
+
+    req = request(checkpoints["causal_lm"], "causal_lm")
+    a, b = load_naive(req).state_dict(), load_naive(req, random_init=True).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
