@@ -36,8 +36,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    from rlhf_exp.checkpoints.generate import resolve_checkpoint
     from rlhf_exp.checkpoints.files import weight_bytes
+    from rlhf_exp.checkpoints.generate import resolve_checkpoint
 
     ckpt = resolve_checkpoint(args.preset, None, "causal_lm", args.dtype, args.cache_dir)
     rows = []

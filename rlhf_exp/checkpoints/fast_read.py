@@ -53,11 +53,11 @@ def read_header(path: Path) -> list[TensorEntry]:
         (size,) = struct.unpack("<Q", fh.read(8))
         header = json.loads(fh.read(size))
     base = 8 + size
-    entries = [
-        TensorEntry(name, SAFETENSORS_DTYPES[info["dtype"]], tuple(info["shape"]), base + info["data_offsets"][0], base + info["data_offsets"][1])
-        for name, info in header.items()
-        if name != "__metadata__"
-    ]
+    entries = []
+    for name, info in header.items():
+        if name != "__metadata__":
+            start, end = info["data_offsets"]
+            entries.append(TensorEntry(name, SAFETENSORS_DTYPES[info["dtype"]], tuple(info["shape"]), base + start, base + end))
     return sorted(entries, key=lambda e: e.start)
 
 
@@ -150,6 +150,7 @@ def read_safetensors(
     workers = [_Worker(device, chunk_bytes, convert) for _ in range(threads)]
     fds = {f: os.open(f, os.O_RDONLY) for f in files}
     try:
+
         def run(index: int) -> None:
             worker = workers[index]
             for f, chunk in jobs[index::threads]:  # interleaved: the threads read neighbouring chunks together

@@ -47,4 +47,3 @@ def load_direct(request: LoadRequest) -> nn.Module:
     if request.device.type == "cuda" and request.fast_read and all(f.suffix == ".safetensors" for f in files):
         return load_fast(request)
     return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype, device_map={"": request.device})
-
