@@ -1,4 +1,4 @@
-"""Every loading strategy, declared once: name, function, auto's order, what it needs, and its plan cost.
+"""Every loading strategy, declared once: name, function, what it needs, and its plan cost.
 
 Torch-free, so validation, `loader=auto`, the planner and `--help` read it without importing a model
 library. The Hydra group conf/loader/ holds one yaml per declaration (tests/unit checks they agree).
@@ -8,8 +8,10 @@ Adding a loader: one module in rlhf_exp/loaders/, one LoaderSpec here, one yaml.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlhf_exp.plan import load_costs
@@ -18,7 +20,8 @@ from rlhf_exp.plan.terms import LoadContext, RankMemory
 if TYPE_CHECKING:
     from rlhf_exp.loaders.base import Loader
 
-AUTO = "auto"  # loader=auto: the planner picks the first loader, in auto_rank order, whose plan fits
+AUTO = "auto"  # loader=auto: the planner picks the fastest loader (measured_speed.json) whose plan fits
+MEASURED_SPEED = Path(__file__).with_name("measured_speed.json")  # written by bench/time_to_engine.py --ship
 
 
 @dataclass(frozen=True)
@@ -26,7 +29,6 @@ class LoaderSpec:
     name: str
     summary: str  # one line: what it does (shown by --help)
     function: str  # "module:attribute" of the Loader, imported only in a rank (it needs torch)
-    auto_rank: int  # loader=auto tries loaders in this order: fastest first (bench/RESULTS.md load times)
     plan_cost: Callable[[LoadContext], tuple[RankMemory, RankMemory]]  # (transient, held after) for one rank
     partitioned: bool = False  # partitions while loading: needs ZeRO-3 for every role, and init keeps the partition
     fp32_model: bool = False  # leaves an fp32 host model that deepspeed.initialize casts to the engine dtype
@@ -44,7 +46,6 @@ LOADERS: dict[str, LoaderSpec] = {
             "naive",
             "DeepSpeed-Chat 2023: fp32 model, full private read, load_state_dict, every rank at once",
             "rlhf_exp.loaders.naive:load_naive",
-            auto_rank=4,
             plan_cost=load_costs.naive,
             fp32_model=True,
         ),
@@ -52,7 +53,6 @@ LOADERS: dict[str, LoaderSpec] = {
             "staggered",
             "naive, but a node's ranks take turns in groups of loader.group_size",
             "rlhf_exp.loaders.staggered:load_staggered",
-            auto_rank=5,
             plan_cost=load_costs.staggered,
             takes_turns=True,
         ),
@@ -60,21 +60,18 @@ LOADERS: dict[str, LoaderSpec] = {
             "low_mem",
             "from_pretrained in the engine dtype: meta-device model, memory-mapped safetensors",
             "rlhf_exp.loaders.pretrained:load_low_mem",
-            auto_rank=1,
             plan_cost=load_costs.low_mem,
         ),
         LoaderSpec(
             "rank0_broadcast",
             "each node's local rank 0 reads; the others receive every tensor by broadcast",
             "rlhf_exp.loaders.rank0_broadcast:load_rank0_broadcast",
-            auto_rank=2,
             plan_cost=load_costs.rank0_broadcast,
         ),
         LoaderSpec(
             "zero3_init",
             "partitioned load under HfDeepSpeedConfig (ZeRO-3 only)",
             "rlhf_exp.loaders.zero3_init:load_zero3_init",
-            auto_rank=3,
             plan_cost=load_costs.zero3_init,
             partitioned=True,
         ),
@@ -82,7 +79,6 @@ LOADERS: dict[str, LoaderSpec] = {
             "direct",
             "from_pretrained with device_map: mapped file straight to the rank's device",
             "rlhf_exp.loaders.pretrained:load_direct",
-            auto_rank=0,
             plan_cost=load_costs.direct,
         ),
     )
@@ -90,8 +86,18 @@ LOADERS: dict[str, LoaderSpec] = {
 LOADER_CHOICES = (*LOADERS, AUTO)  # what loader.name accepts
 
 
+def measured_seconds_per_gib() -> dict[str, float]:
+    """Engine build time per GiB of checkpoint, per loader, as the bench measured it (shipped with the package)."""
+    try:
+        return json.loads(MEASURED_SPEED.read_text())["seconds_per_gib"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def auto_order() -> list[LoaderSpec]:
-    return sorted(LOADERS.values(), key=lambda spec: spec.auto_rank)
+    """Every loader, fastest measured first; loaders the bench did not time go last, in declaration order."""
+    speed = measured_seconds_per_gib()
+    return sorted(LOADERS.values(), key=lambda spec: speed.get(spec.name, float("inf")))
 
 
 def get_spec(name: str) -> LoaderSpec:

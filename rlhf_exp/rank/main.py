@@ -40,6 +40,18 @@ def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
     return torch.device("cuda", index), index
 
 
+def skip_unused_shm_op() -> None:
+    """Keep DeepSpeed from JIT-building its CPU shared-memory all-reduce op (about 45 s on 2 cores, on a machine's
+    first job) when it joins the process group. The op serves only inference_all_reduce (tensor-parallel
+    inference), which the engine never calls; marked unavailable, DeepSpeed uses torch.distributed for every
+    collective, as it does wherever the op cannot build. deepspeed.ops caches the probe in one dict so that such
+    edits persist (deepspeed/ops/__init__.py)."""
+    import deepspeed.ops
+    from deepspeed.ops.op_builder.cpu.comm import ShareMemCommBuilder
+
+    deepspeed.ops.__compatible_ops__[ShareMemCommBuilder.NAME] = False
+
+
 def main(path: Path) -> None:
     die_with_parent()
     exit_on_interrupt()
@@ -51,6 +63,7 @@ def main(path: Path) -> None:
     torch.manual_seed(settings.seed)
     recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault)
     recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": node_local_rank()})
+    skip_unused_shm_op()
     with recorder.stage(DIST_INIT, sync=False):
         deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
     engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)

@@ -8,7 +8,7 @@ from conftest import compose_settings
 from rlhf_exp.cli.help import help_text
 from rlhf_exp.config.compose import group_choices
 from rlhf_exp.config.schema import ConfigError
-from rlhf_exp.loaders.registry import AUTO, LOADER_CHOICES, LOADERS, auto_order
+from rlhf_exp.loaders.registry import AUTO, LOADER_CHOICES, LOADERS, auto_order, measured_seconds_per_gib
 from rlhf_exp.plan.fit import usable_loaders
 
 
@@ -23,9 +23,13 @@ def test_every_declaration_resolves_to_a_loader_function() -> None:
         assert callable(spec.load_function()), spec.name
 
 
-def test_auto_order_is_a_strict_order_over_every_loader() -> None:
-    ranks = [spec.auto_rank for spec in auto_order()]
-    assert ranks == sorted(set(ranks)) and len(ranks) == len(LOADERS)
+def test_auto_order_is_the_shipped_measurement_fastest_first() -> None:
+    speed = measured_seconds_per_gib()
+    order = [spec.name for spec in auto_order()]
+    assert sorted(order) == sorted(LOADERS) and speed, "measured_speed.json ships with the package"
+    timed = [name for name in order if name in speed]
+    assert [speed[n] for n in timed] == sorted(speed[n] for n in timed)
+    assert order[: len(timed)] == timed  # untimed loaders come after every timed one
 
 
 def test_partitioned_loaders_need_zero3_in_validation_and_the_planner() -> None:
