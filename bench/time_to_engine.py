@@ -140,7 +140,7 @@ def row(result: dict, limit: dict) -> dict:
     }
     load_s = sum(v for k, v in times.items() if k.endswith(".load"))
     engine_s = sum(times.values())
-    best = limit.get("page_cache_to_gpu_gib_s") or limit["page_cache_to_host_gib_s"]
+    best = limit.get("page_cache_to_gpu_gib_s") or limit.get("page_cache_to_host_gib_s")
     return {
         "loader": result["name"],
         "status": result["status"],
@@ -149,8 +149,8 @@ def row(result: dict, limit: dict) -> dict:
         "load_s": round(load_s, 2),
         "engine_s": round(engine_s, 2),
         "load_gib_s": round(shipped / load_s, 2) if load_s else None,
-        "limit_s": round(shipped / best, 2),
-        "engine_x_limit": round(engine_s / (shipped / best), 2),
+        "limit_s": round(shipped / best, 2) if best else None,
+        "engine_x_limit": round(engine_s / (shipped / best), 2) if best else None,
         "s_per_gib": round(engine_s / shipped, 3),
         "node_peak_gib": result.get("node_peak_gib"),
     }
@@ -158,7 +158,8 @@ def row(result: dict, limit: dict) -> dict:
 
 def markdown(rows: list[dict], limit: dict, command: str) -> str:
     keys = list(rows[0])
-    out = [f"`{command}`", "", "limits: " + ", ".join(f"{k} {v}" for k, v in limit.items()), ""]
+    measured = ", ".join(f"{k} {v}" for k, v in limit.items()) or "not measured in this run (--no-limits)"
+    out = [f"`{command}`", "", f"limits: {measured}", ""]
     out += ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     out += ["| " + " | ".join(str(r.get(k, "-")) for k in keys) + " |" for r in rows]
     return "\n".join(out) + "\n"
@@ -169,12 +170,13 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--loaders", default="direct,direct:library,low_mem,rank0_broadcast,naive,staggered")
     parser.add_argument("--ship", action="store_true", help="write rlhf_exp/loaders/measured_speed.json")
+    parser.add_argument("--no-limits", action="store_true", help="skip measuring the limits (a run before measured them)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of every job (model=..., device=..., lora=...)")
     args = parser.parse_args()
     command = "python bench/time_to_engine.py " + " ".join(sys.argv[1:])
 
     files = checkpoint_files(args.overrides)
-    limit = limits(files)
+    limit = {} if args.no_limits else limits(files)
     print("limits:", json.dumps(limit), flush=True)
     sweep_dir = Path("/tmp") / f"rlhf_exp_tte_{args.name}"
     shutil.rmtree(sweep_dir, ignore_errors=True)
