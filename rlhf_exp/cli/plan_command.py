@@ -7,8 +7,12 @@ that does not fit, then one line per loader.
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hydra.errors import HydraException
 from omegaconf.errors import OmegaConfBaseException
@@ -19,15 +23,16 @@ from rlhf_exp.cli.argv_checks import check_group_choices, check_override_keys
 from rlhf_exp.config.compose import compose_config
 from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import ConfigError, RunSettings, validate
-from rlhf_exp.config.units import GIB
 
 if TYPE_CHECKING:
-    from rlhf_exp.plan.fit import Capacity
+    from rlhf_exp.plan.advice import Alternative
+    from rlhf_exp.plan.machine import Target
     from rlhf_exp.plan.terms import Plan
 
 
-def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan], Capacity]:
-    """Every usable loader's plan for the composed config, and this machine's capacity. Raises ConfigError."""
+def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Target, Callable[[], list[Alternative]]]:
+    """Every usable loader's plan for the composed config, the machine they are checked against, and a function
+    giving what would fit instead. Raises ConfigError."""
     try:
         cfg = compose_config(overrides)
     except (HydraException, OmegaConfBaseException) as err:  # e.g. a sweep value: plan takes one config
@@ -36,28 +41,94 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, str, dict[str, Plan]
     from rlhf_exp.checkpoints.generate import existing_checkpoint
     from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
-    from rlhf_exp.plan.inputs import plans_here
+    from rlhf_exp.plan.advice import alternatives
+    from rlhf_exp.plan.fit import all_plans
+    from rlhf_exp.plan.inputs import rank_base_bytes, role_shapes, target_machine
 
-    device, _ = resolve_device(settings)
+    if settings.machine.name == "local":
+        device, _ = resolve_device(settings)
+    else:  # a declared node: its GPUs, whatever this host has
+        device = "cpu" if settings.device == "cpu" or settings.machine.gpu_gib is None else "cuda"
     check_role_configs(settings, device)
     m = settings.model
     checkpoints = {
         which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)
         for which, kind in CHECKPOINT_KIND.items()
     }
-    plans, cap = plans_here(settings, device, checkpoints)
-    return settings, device, plans, cap
+    target = target_machine(settings, device)
+    shapes = role_shapes(settings, checkpoints)
+    base = rank_base_bytes(target, Path(m.cache_dir))
+    return settings, all_plans(settings, shapes, target, base), target, lambda: alternatives(settings, shapes, target, base)
 
 
-USAGE = """usage: python -m rlhf_exp plan [overrides]
-The memory plan of one config, stage by stage, beside this machine's capacity; nothing is loaded or generated.
-Takes the job's overrides (python -m rlhf_exp --help lists them); exit 0 when the plan fits, 1 when not."""
+USAGE = """usage: python -m rlhf_exp plan [--json] [overrides]
+The memory plan of one config, stage by stage (engine and the first PPO step), beside the capacity of the machine:
+this host, or machine=<preset> / machine.host_gib=... for the node you will submit to (no GPU needed here).
+Nothing is loaded or generated. Takes the job's overrides (python -m rlhf_exp --help lists them).
+--json prints the same as one JSON document. Exit 0 when the plan fits, 1 when not."""
+
+
+def report(settings: RunSettings, plans: dict[str, Plan], target: Target, alternatives: list[Alternative]) -> dict[str, Any]:
+    """The plan as data: what --json prints and the table shows."""
+    from rlhf_exp.plan.fit import first_misfit, pick
+
+    name = pick(settings, plans, target)
+    misfit = first_misfit(plans[name], target)
+
+    def verdict(plan: Plan) -> dict[str, Any]:
+        miss = first_misfit(plan, target)
+        return {
+            "fits": miss is None,
+            "first_misfit": dict(zip(("stage", "memory", "need_gib", "capacity_gib"), miss, strict=True)) if miss else None,
+            "node_peak_gib": plan.node_peak_gib(),
+            "gpu_device_peak_gib": max(st.gpu_device_gib for st in plan.stages),
+        }
+
+    return {
+        "loader": name,
+        "requested_loader": settings.loader.name,
+        "machine": target.to_dict(),
+        **verdict(plans[name]),
+        "plan": plans[name].to_dict(),
+        "loaders": {other: verdict(plan) for other, plan in plans.items()},
+        "alternatives": [asdict(a) for a in alternatives] if misfit else [],
+    }
+
+
+def print_report(doc: dict[str, Any], target: Target) -> None:
+    console = Console(width=160)
+    miss = doc["first_misfit"]
+    table = Table(title=f"plan: loader={doc['loader']}, {doc['plan']['ranks']} rank(s) on {doc['plan']['device']}")
+    for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB (torch)", "GPU/rank GiB (device)", ""):
+        table.add_column(col, justify="left" if col in ("stage", "") else "right")
+    for st in doc["plan"]["stages"]:
+        mark = f"does not fit ({miss['memory']})" if miss and st["stage"] == miss["stage"] else ""
+        cells = (st["rank_peak_gib"], st["node_peak_gib"], st["gpu_rank_gib"], st["gpu_device_gib"])
+        table.add_row(st["stage"], *(f"{c:.3f}" for c in cells), mark)
+    console.print(table)
+    console.print(f"machine: {target.describe()}")
+    for other, v in doc["loaders"].items():
+        m = v["first_misfit"]
+        where = (
+            f"does not fit at {m['stage']} ({m['memory']}: {m['need_gib']:.1f} of {m['capacity_gib']:.1f} GiB)" if m else "fits"
+        )
+        console.print(f"  {other:16s} node peak {v['node_peak_gib']:8.2f} GiB  GPU {v['gpu_device_peak_gib']:7.2f} GiB  {where}")
+    if miss:
+        fits = [o for o, v in doc["loaders"].items() if v["fits"]]
+        console.print(f"loaders that fit: {', '.join(fits) or 'none'}")
+        for alt in doc["alternatives"]:
+            state = "fits" if alt["loader"] else "does not fit either"
+            console.print(
+                f"  {alt['overrides']:48s} {state}: node peak {alt['node_peak_gib']:.1f} GiB, GPU {alt['gpu_device_gib']:.1f} GiB"
+            )
 
 
 def main(overrides: list[str]) -> int:
     if any(a in ("--help", "-h") for a in overrides):
         print(USAGE)
         return 0
+    as_json = "--json" in overrides
+    overrides = [a for a in overrides if a != "--json"]
     if any(a in ("-m", "--multirun") for a in overrides):
         print("error: plan: -m: plan one config at a time (drop -m and give single values)", file=sys.stderr)
         return 2
@@ -66,27 +137,16 @@ def main(overrides: list[str]) -> int:
         print(f"error: {bad}", file=sys.stderr)
         return 2
     try:
-        settings, device, plans, cap = plan_config(overrides)
+        settings, plans, target, advise = plan_config(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     from rlhf_exp.plan.fit import first_misfit, pick
 
-    name = pick(settings, plans, cap)
-    plan, misfit = plans[name], first_misfit(plans[name], cap)
-    console = Console(width=160)
-    table = Table(title=f"plan: loader={name}, {settings.gpus} rank(s) on {device}")
-    for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB", ""):
-        table.add_column(col, justify="left" if col in ("stage", "") else "right")
-    for st in plan.stages:
-        mark = "does not fit" if misfit and st.stage == misfit[0] else ""
-        table.add_row(st.stage, f"{st.rank_peak_gib:.3f}", f"{st.node_peak_gib:.3f}", f"{st.gpu_rank_gib:.3f}", mark)
-    console.print(table)
-    gpu = f", GPU {cap.gpu_bytes / GIB:.1f} GiB ({cap.ranks_per_gpu} rank(s) per GPU)" if cap.gpu_bytes else ""
-    console.print(f"capacity: host {cap.host_bytes / GIB:.1f} GiB usable (plan.host_fraction={settings.plan.host_fraction}){gpu}")
-    for other, p in plans.items():
-        miss = first_misfit(p, cap)
-        console.print(
-            f"  {other:16s} node peak {p.node_peak_gib():8.3f} GiB  " + (f"does not fit at {miss[0]}" if miss else "fits")
-        )
-    return 0 if misfit is None else 1
+    misfit = first_misfit(plans[pick(settings, plans, target)], target)
+    doc = report(settings, plans, target, advise() if misfit else [])
+    if as_json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print_report(doc, target)
+    return 0 if doc["fits"] else 1

@@ -138,6 +138,20 @@ class WatcherSettings(Strict):
     max_node_fraction: float | None = Field(default=0.95, gt=0, le=1)
 
 
+class MachineSettings(Strict):
+    """The machine a job is planned for: `local` reads this host; a preset or these fields describe another."""
+
+    name: str = "local"
+    host_gib: float | None = Field(default=None, gt=0)  # per node
+    gpu_gib: float | None = Field(default=None, gt=0)  # per GPU
+    gpus_per_node: int | None = Field(default=None, gt=0)
+    nodes: int | None = Field(default=None, gt=0)
+
+    def is_local(self) -> bool:
+        """Nothing declared: every figure is read from this host."""
+        return self.name == "local" and self.host_gib is None and self.gpu_gib is None and self.gpus_per_node is None
+
+
 class PlanSettings(Strict):
     fit_check: bool = True  # refuse, before any rank starts, a job whose plan does not fit this machine
     host_fraction: float = Field(default=0.9, gt=0, le=1)  # share of available host memory a plan may use
@@ -171,6 +185,7 @@ class RunSettings(Strict):
     train: TrainSettings
     ppo: PpoSettings = PpoSettings()
     plan: PlanSettings = PlanSettings()
+    machine: MachineSettings = MachineSettings()
     watcher: WatcherSettings
     dist_timeout_s: float = Field(gt=0)
     job_timeout_s: float = Field(gt=0)

@@ -47,6 +47,7 @@ def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -
         "requested_loader": requested,
         "capacity_host_gib": gib(cap.host_bytes, 3),
         "capacity_gpu_gib": gib(cap.gpu_bytes, 3),
+        "machine": cap.to_dict(),
         "fits": misfit is None,
         "first_misfit": misfit[0] if misfit else None,
         "others": {name: plan.node_peak_gib() for name, plan in plans.items()},

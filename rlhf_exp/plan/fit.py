@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rlhf_exp.config.schema import ConfigError, RunSettings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import AUTO, auto_order
 from rlhf_exp.plan.formulas import make_plan
+from rlhf_exp.plan.machine import Target
 from rlhf_exp.plan.terms import Plan, RoleShape
 
 
-@dataclass
-class Capacity:
-    host_bytes: float  # what a plan may use on the host (available now x plan.host_fraction)
-    gpu_bytes: float | None  # one GPU's memory (None on CPU)
-    ranks_per_gpu: int = 1
+def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | None:
+    """(stage, "host"|"GPU", needed GiB, capacity GiB) of the first stage that does not fit, or None.
 
-
-def first_misfit(plan: Plan, cap: Capacity) -> tuple[str, str, float, float] | None:
-    """(stage, "host"|"GPU", needed GiB, capacity GiB) of the first stage that does not fit, or None."""
+    Host: the node's peak against one node's usable memory. GPU: what the device holds (torch's allocations, the
+    caching allocator's reserve and the CUDA context) of every rank on that GPU, against the card's memory."""
     for st in plan.stages:
         if st.node_peak_gib * GIB > cap.host_bytes:
             return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
-        if cap.gpu_bytes is not None and st.gpu_rank_gib * cap.ranks_per_gpu * GIB > cap.gpu_bytes:
-            return st.stage, "GPU", st.gpu_rank_gib * cap.ranks_per_gpu, cap.gpu_bytes / GIB
+        if cap.gpu_bytes is not None and st.gpu_device_gib * cap.ranks_per_gpu * GIB > cap.gpu_bytes:
+            return st.stage, "GPU", st.gpu_device_gib * cap.ranks_per_gpu, cap.gpu_bytes / GIB
     return None
 
 
@@ -34,11 +29,11 @@ def usable_loaders(settings: RunSettings) -> list[str]:
     return [spec.name for spec in auto_order() if stage3 or not spec.partitioned]
 
 
-def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], device: str, base_rss: float) -> dict[str, Plan]:
-    return {name: make_plan(settings, name, shapes, device, base_rss) for name in usable_loaders(settings)}
+def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], target: Target, base_rss: float) -> dict[str, Plan]:
+    return {name: make_plan(settings, name, shapes, target, base_rss) for name in usable_loaders(settings)}
 
 
-def pick(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
+def pick(settings: RunSettings, plans: dict[str, Plan], cap: Target) -> str:
     """The configured loader, or for auto the fastest whose plan fits (the least hungry when none does)."""
     if settings.loader.name != AUTO:
         return settings.loader.name
@@ -46,7 +41,7 @@ def pick(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
     return fitting[0] if fitting else min(plans, key=lambda n: plans[n].node_peak_gib())
 
 
-def choose(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
+def choose(settings: RunSettings, plans: dict[str, Plan], cap: Target) -> str:
     """The loader to run: `pick`'s, when its plan fits or plan.fit_check is off.
 
     Raises ConfigError naming the first stage that does not fit and the loaders that would.
@@ -59,11 +54,7 @@ def choose(settings: RunSettings, plans: dict[str, Plan], cap: Capacity) -> str:
     fitting = [n for n, plan in plans.items() if first_misfit(plan, cap) is None]
     fits = ", ".join(f"{n} ({plans[n].node_peak_gib():.1f} GiB)" for n in fitting) or "none (fewer ranks, ZeRO-3 or offload)"
     raise ConfigError(
-        f"plan: loader={name} needs {need:.1f} GiB of {where} memory at {stage}, {have:.1f} GiB can be used here; "
+        f"plan: loader={name} needs {need:.1f} GiB of {where} memory at {stage}, {have:.1f} GiB can be used "
+        f"{'here' if cap.read_here else 'on machine=' + cap.name}; "
         f"loaders that fit: {fits}; or plan.fit_check=false"
     )
-
-
-def capacity(settings: RunSettings, device: str, host_available: float, gpu_total: float | None, gpus_visible: int) -> Capacity:
-    ranks_per_gpu = -(-settings.gpus // gpus_visible) if device == "cuda" and gpus_visible else 1
-    return Capacity(host_available * settings.plan.host_fraction, gpu_total, ranks_per_gpu)

@@ -33,15 +33,23 @@ page cache as available).
 
 from __future__ import annotations
 
-from rlhf_exp.config.roles import TRAIN_ROLES
+from rlhf_exp.config.roles import ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings, role_stage
-from rlhf_exp.config.stages import DIST_INIT, engine_stage
+from rlhf_exp.config.stages import DIST_INIT, engine_stage, ppo_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.loaders.registry import LoaderSpec, get_spec
+from rlhf_exp.plan.machine import Target
+from rlhf_exp.plan.ppo_costs import ppo_costs
 from rlhf_exp.plan.terms import LoadContext, Plan, RankMemory, RoleShape, StagePlan
 
 MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
 ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
+# What the GPU holds beyond torch's allocations (compared with the card's memory): the CUDA context and the
+# caching allocator's reserve above the allocated peak. Fitted on the H200 (bench/results/h200-*: NVML used vs
+# torch.cuda peak allocated, every stage).
+CUDA_CONTEXT_GPU = 0.5 * GIB
+CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call minus before (plan.inputs.base_rank_bytes cuda - cpu)
+ALLOCATOR_RESERVE = 0.05
 
 
 def _gib(n: float) -> float:
@@ -49,7 +57,16 @@ def _gib(n: float) -> float:
 
 
 def init_cost(
-    spec: LoaderSpec, held: RankMemory, shape: RoleShape, e: int, n: int, zero: int, train: bool, on_gpu: bool, local_rank: int
+    spec: LoaderSpec,
+    held: RankMemory,
+    shape: RoleShape,
+    e: int,
+    n: int,
+    zero: int,
+    train: bool,
+    on_gpu: bool,
+    local_rank: int,
+    offload: bool = False,
 ) -> tuple[RankMemory, RankMemory]:
     """(transient, held after) of deepspeed.initialize given what the load left (`held`).
 
@@ -61,6 +78,14 @@ def init_cost(
     # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
     bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
     weights = e * p / n if zero == 3 and not spec.partitioned else None
+    if on_gpu and offload:  # DeepSpeed keeps the optimizer (and under ZeRO-3 the parameters) in host memory
+        on_host = optimizer + (weights or 0.0)
+        gpu = 0.0 if weights is not None else (held.gpu or e * p)
+        after = RankMemory(host_private=on_host, gpu=gpu + bucket)
+        moving = RankMemory(
+            held.host_private + on_host + e * shape.largest_tensor, held.host_mapped + held.lazy, max(held.gpu, gpu)
+        )
+        return moving, after
     if on_gpu:  # the loaded weights move to the GPU; the host copy is freed afterwards
         gpu = weights if weights is not None else (held.gpu or e * p)
         after = RankMemory(gpu=gpu + optimizer + bucket)
@@ -85,28 +110,46 @@ def init_cost(
     return transient, after
 
 
-def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], device: str, base_rss: float) -> Plan:
-    """Every engine stage of a job with `loader`. base_rss: a rank's RSS before any model, in bytes."""
+def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], target: Target, base_rss: float) -> Plan:
+    """Every stage of a job with `loader` on `target`. base_rss: a rank's RSS before any model, in bytes.
+
+    N (ZeRO's divisor) is every rank of the job; node figures sum the ranks of one node (target.ranks_per_node)."""
     spec = get_spec(loader)
-    n, on_gpu = settings.gpus, device == "cuda"
+    n, local, on_gpu = settings.gpus, target.ranks_per_node, target.device == "cuda"
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
-    g = min(settings.loader.group_size, n) if spec.takes_turns else n
-    plan = Plan(loader=loader, ranks=n, device=device, base_rank_gib=_gib(base_rss))
-    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(n * base_rss), 0.0))
-    held = [RankMemory() for _ in range(n)]  # what each rank holds from finished stages
+    g = min(settings.loader.group_size, local) if spec.takes_turns else local
+    plan = Plan(loader=loader, ranks=n, device=target.device, base_rank_gib=_gib(base_rss), ranks_per_node=local)
+    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(local * base_rss), 0.0, _gpu_device(0.0, on_gpu)))
+    held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
-        costs = [spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)) for r in range(n)]
-        _add_stage(plan, engine_stage(role, "load"), held, costs, base_rss, g)
+        costs = [spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)) for r in range(local)]
+        _add_stage(plan, engine_stage(role, "load"), held, costs, base_rss, g, on_gpu)
         load_held = [after for _, after in costs]
-        costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r) for r in range(n)]
-        _add_stage(plan, engine_stage(role, "init"), held, costs, base_rss, n)  # init's transient counts the loaded model
-        held = [held[r].plus(costs[r][1]) for r in range(n)]
+        offload = getattr(settings.zero, role).offload
+        costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r, offload) for r in range(local)]
+        _add_stage(plan, engine_stage(role, "init"), held, costs, base_rss, local, on_gpu)  # counts the loaded model
+        held = [held[r].plus(costs[r][1]) for r in range(local)]
+    if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
+        for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
+            _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base_rss, local, on_gpu)
+            held = [h.plus(after) for h in held]
     return plan
 
 
+def _gpu_device(allocated: float, on_gpu: bool) -> float:
+    """What the device holds for a rank whose torch allocations peak at `allocated` bytes (GiB)."""
+    return _gib(allocated * (1 + ALLOCATOR_RESERVE) + CUDA_CONTEXT_GPU) if on_gpu else 0.0
+
+
 def _add_stage(
-    plan: Plan, name: str, held: list[RankMemory], costs: list[tuple[RankMemory, RankMemory]], base_rss: float, group: int
+    plan: Plan,
+    name: str,
+    held: list[RankMemory],
+    costs: list[tuple[RankMemory, RankMemory]],
+    base_rss: float,
+    group: int,
+    on_gpu: bool,
 ) -> None:
     """One stage's figures from what ranks held before it and each rank's (transient, held after).
 
@@ -129,5 +172,6 @@ def _add_stage(
             rank_rise_gib=_gib(rank_rise),
             node_peak_gib=_gib(n * base_rss + node),
             gpu_rank_gib=_gib(max(p.gpu for p in peaks)),
+            gpu_device_gib=_gpu_device(max(p.gpu for p in peaks), on_gpu),
         )
     )

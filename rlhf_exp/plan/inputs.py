@@ -13,7 +13,8 @@ from torch import nn
 from transformers import PretrainedConfig
 
 from rlhf_exp.checkpoints.architecture import supported_config
-from rlhf_exp.checkpoints.files import weight_bytes
+from rlhf_exp.checkpoints.files import weight_bytes, weight_files
+from rlhf_exp.checkpoints.generate import SHARD_BYTES
 from rlhf_exp.checkpoints.meta import lora_targets, meta_model, value_head_width
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
@@ -21,7 +22,9 @@ from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
 from rlhf_exp.config.units import DTYPE_BYTES
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
-from rlhf_exp.plan.fit import Capacity, all_plans, capacity
+from rlhf_exp.plan.fit import all_plans
+from rlhf_exp.plan.formulas import CUDA_CONTEXT_HOST
+from rlhf_exp.plan.machine import Target, declared_target, local_target
 from rlhf_exp.plan.terms import Plan, RoleShape
 
 
@@ -53,6 +56,31 @@ def _checkpoint_bytes(checkpoint: Path | None, params: int, dtype: str) -> int:
         return params * DTYPE_BYTES[dtype]
 
 
+def _widths(config: PretrainedConfig) -> dict[str, int]:
+    """Layers and widths, under each family's names (OPT: ffn_dim; GPT-NeoX: intermediate_size; Gemma: head_dim)."""
+    text = config.get_text_config()
+    hidden = text.hidden_size
+    heads = text.num_attention_heads
+    head_dim = getattr(text, "head_dim", None) or hidden // heads
+    return {
+        "layers": text.num_hidden_layers,
+        "hidden": hidden,
+        "intermediate": getattr(text, "intermediate_size", None) or getattr(text, "ffn_dim", None) or 4 * hidden,
+        "vocab": text.vocab_size,
+        "kv_width": (getattr(text, "num_key_value_heads", None) or heads) * head_dim,
+    }
+
+
+def _largest_shard(checkpoint: Path | None, total: int) -> int:
+    """The largest weight file, or (not on disk) what generation writes: shards of at most SHARD_BYTES."""
+    if checkpoint is not None:
+        try:
+            return max(f.stat().st_size for f in weight_files(checkpoint))
+        except FileNotFoundError:
+            pass
+    return min(total, SHARD_BYTES)
+
+
 def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
     """RoleShape per role; checkpoint dirs that do not exist yet (ungenerated presets) are sized from the preset."""
     shapes = {}
@@ -76,7 +104,14 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
             ckpt if ckpt is not None and ckpt.exists() else None, base, settings.model.checkpoint_dtype
         )
         largest = max(p.numel() for p in model.parameters())
-        shapes[role] = RoleShape(params=params, trainable=trainable, checkpoint_bytes=ckpt_bytes, largest_tensor=largest)
+        shapes[role] = RoleShape(
+            params=params,
+            trainable=trainable,
+            checkpoint_bytes=ckpt_bytes,
+            largest_tensor=largest,
+            **_widths(config),
+            largest_shard_bytes=_largest_shard(ckpt if ckpt is not None and ckpt.exists() else None, ckpt_bytes),
+        )
     return shapes
 
 
@@ -112,10 +147,27 @@ def host_available_bytes() -> int:
     return kernel.node_total_bytes() - kernel.node_used_bytes()
 
 
-def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Capacity]:
-    """Every usable loader's plan for this config, and what this machine offers them."""
-    shapes = role_shapes(settings, checkpoints)
-    plans = all_plans(settings, shapes, device, base_rank_bytes(device, Path(settings.model.cache_dir)))
+def target_machine(settings: RunSettings, device: str) -> Target:
+    """machine=local: this host (with any machine.* field set replacing what is read); else the declared node."""
+    if settings.machine.name != "local":
+        return declared_target(settings)
     if device != "cuda":
-        return plans, capacity(settings, device, host_available_bytes(), None, 0)
-    return plans, capacity(settings, device, host_available_bytes(), Nvml().total_bytes(0), torch.cuda.device_count())
+        return local_target(settings, device, kernel.node_total_bytes(), host_available_bytes(), None, 0)
+    return local_target(
+        settings, device, kernel.node_total_bytes(), host_available_bytes(), Nvml().total_bytes(0), torch.cuda.device_count()
+    )
+
+
+def rank_base_bytes(target: Target, cache_dir: Path) -> float:
+    """A rank's RSS before any model on the target: probed here; planning GPU ranks from a host without a GPU adds
+    the host memory a CUDA context takes (CUDA_CONTEXT_HOST, measured on the H200)."""
+    if target.device == "cuda" and not torch.cuda.is_available():
+        return base_rank_bytes("cpu", cache_dir) + CUDA_CONTEXT_HOST
+    return base_rank_bytes(target.device, cache_dir)
+
+
+def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Target]:
+    """Every usable loader's plan for this config, and the machine they are checked against."""
+    target = target_machine(settings, device)
+    shapes = role_shapes(settings, checkpoints)
+    return all_plans(settings, shapes, target, rank_base_bytes(target, Path(settings.model.cache_dir))), target

@@ -14,6 +14,12 @@ class RoleShape:
     trainable: int  # T
     checkpoint_bytes: int  # C
     largest_tensor: int  # params of the largest weight (the cast transient)
+    layers: int = 0  # decoder blocks, and the widths the PPO step's activations scale with
+    hidden: int = 0
+    intermediate: int = 0  # the MLP's inner width
+    vocab: int = 0
+    kv_width: int = 0  # key/value heads x head dim (the KV cache's width per layer)
+    largest_shard_bytes: int = 0  # the largest weight file (naive holds its bytes while parsing it)
 
 
 @dataclass(frozen=True)
@@ -52,7 +58,8 @@ class StagePlan:
     rank_peak_gib: float  # the largest rank's peak RSS (VmHWM) in the stage, base included
     rank_rise_gib: float  # the same above the rank's RSS after dist_init
     node_peak_gib: float  # node-wide peak above the level before ranks started
-    gpu_rank_gib: float  # a rank's peak GPU memory (0 on CPU)
+    gpu_rank_gib: float  # a rank's peak GPU memory allocated by torch (0 on CPU)
+    gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
 
 
 @dataclass
@@ -61,6 +68,7 @@ class Plan:
     ranks: int
     device: str
     base_rank_gib: float
+    ranks_per_node: int = 0  # the ranks node figures sum (0 in plans recorded before machines: all of them)
     stages: list[StagePlan] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +77,7 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         stages = [StagePlan(**st) for st in data.get("stages", [])]
-        return cls(data["loader"], data["ranks"], data["device"], data["base_rank_gib"], stages)
+        return cls(data["loader"], data["ranks"], data["device"], data["base_rank_gib"], data.get("ranks_per_node", 0), stages)
 
     def node_peak_gib(self) -> float:
         return max(st.node_peak_gib for st in self.stages)

@@ -8,6 +8,7 @@ from conftest import compose_settings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan.formulas import MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
+from rlhf_exp.plan.machine import Target, local_target
 from rlhf_exp.plan.terms import LoadContext, Plan, RoleShape
 
 P = 1_000_000_000  # one billion parameters per role
@@ -18,6 +19,11 @@ BASE = 0.5 * GIB
 SHAPES = {
     role: RoleShape(P, T if role in ("actor", "critic") else 0, C, LARGEST) for role in ("actor", "ref", "critic", "reward")
 }
+
+
+def on(device: str, settings) -> Target:
+    """One node holding every rank of the job, with room to spare (the formulas do not read capacity)."""
+    return local_target(settings, device, 1000 * GIB, 1000 * GIB, 80 * GIB if device == "cuda" else None, settings.gpus)
 
 
 def stage(plan: Plan, name: str):
@@ -31,7 +37,7 @@ def gib(n: float) -> float:
 @pytest.mark.parametrize("ranks", [1, 4])
 def test_naive_load_holds_an_fp32_model_and_the_read_on_every_rank_at_once(ranks: int) -> None:
     settings = compose_settings(f"gpus={ranks}")
-    plan = make_plan(settings, "naive", SHAPES, "cpu", BASE)
+    plan = make_plan(settings, "naive", SHAPES, on("cpu", settings), BASE)
     load = stage(plan, "actor.load")
     assert load.rank_rise_gib == gib(4 * P + 2 * C)
     assert load.node_peak_gib == gib(ranks * (BASE + 4 * P + 2 * C))
@@ -40,16 +46,16 @@ def test_naive_load_holds_an_fp32_model_and_the_read_on_every_rank_at_once(ranks
 
 def test_staggered_node_peak_is_one_group_at_a_time() -> None:
     settings = compose_settings("gpus=4", "loader=staggered", "loader.group_size=2")
-    load = stage(make_plan(settings, "staggered", SHAPES, "cuda", BASE), "actor.load")
+    load = stage(make_plan(settings, "staggered", SHAPES, on("cuda", settings), BASE), "actor.load")
     transient = 4 * P + 2 * C
     assert load.node_peak_gib == gib(4 * BASE + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
-    naive = stage(make_plan(settings, "naive", SHAPES, "cuda", BASE), "actor.load")
+    naive = stage(make_plan(settings, "naive", SHAPES, on("cuda", settings), BASE), "actor.load")
     assert naive.node_peak_gib == gib(4 * BASE + 4 * transient)
 
 
 def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_and_only_maps_the_host() -> None:
     settings = compose_settings("gpus=2", "dtype=bf16")
-    plan = make_plan(settings, "direct", SHAPES, "cuda", BASE)
+    plan = make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
     load = stage(plan, "actor.load")
     assert load.gpu_rank_gib == gib(2 * P)
     assert load.node_peak_gib == gib(2 * BASE)  # mapped file pages are page cache, not used memory
@@ -59,14 +65,14 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_and_only_maps_th
 def test_init_adds_the_fp32_master_of_the_trainable_parameters_divided_under_zero() -> None:
     for zero, divisor in (("stage0", 1), ("stage2", 2)):
         settings = compose_settings("gpus=2", f"zero={zero}")
-        plan = make_plan(settings, "direct", SHAPES, "cuda", BASE)
+        plan = make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
         grew = stage(plan, "actor.init").gpu_rank_gib - stage(plan, "actor.load").gpu_rank_gib
         assert grew == pytest.approx(gib(2 * MASTER_BYTES_PER_TRAINABLE * T / divisor), abs=1e-3), zero
 
 
 def test_zero3_partitions_weights_and_allocates_the_gradient_bucket_on_gpu() -> None:
     settings = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init")
-    plan = make_plan(settings, "zero3_init", SHAPES, "cuda", BASE)
+    plan = make_plan(settings, "zero3_init", SHAPES, on("cuda", settings), BASE)
     load = stage(plan, "actor.load")
     assert load.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)  # the partition plus the tensor being gathered
     ref_init = stage(plan, "ref.init").gpu_rank_gib

@@ -1,4 +1,4 @@
-"""loader=auto and the fit check on plans sized from presets (no checkpoint, no process)."""
+"""loader=auto, the fit check and the target machine, on plans sized from presets (no checkpoint, no process, no GPU)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,71 @@ from conftest import compose_settings
 
 from rlhf_exp.config.schema import ConfigError
 from rlhf_exp.config.units import GIB
-from rlhf_exp.plan.fit import Capacity, all_plans, choose, first_misfit, usable_loaders
+from rlhf_exp.plan.advice import alternatives
+from rlhf_exp.plan.fit import all_plans, choose, first_misfit, usable_loaders
 from rlhf_exp.plan.inputs import role_shapes
+from rlhf_exp.plan.machine import declared_target
 
 BASE_RSS = 0.5 * GIB  # a rank's footprint before any model, as plan.inputs.base_rank_bytes measures it
 
 
+def plans_on(*overrides: str):
+    settings = compose_settings(*overrides)
+    target = declared_target(settings)
+    return settings, all_plans(settings, role_shapes(settings, {}), target, BASE_RSS), target
+
+
 def test_auto_picks_the_fastest_loader_that_fits_and_the_fit_check_names_it() -> None:
-    settings = compose_settings("model=llama-7b", "gpus=8", "loader=auto")
-    plans = all_plans(settings, role_shapes(settings, {}), "cuda", BASE_RSS)  # sizes from the preset, no checkpoint
-    node = {name: max(st.node_peak_gib for st in plan.stages) for name, plan in plans.items()}
+    job = ("model=llama-7b", "gpus=8", "loader=auto", "machine=h200-141g-8x")
+    settings, plans, roomy = plans_on(*job)
+    node = {name: plan.node_peak_gib() for name, plan in plans.items()}
     assert node["naive"] > 8 * 4 * 6.7 > node["staggered"] > node["direct"]  # 8 fp32 copies of a 6.7B actor
-    roomy = Capacity(host_bytes=2000 * GIB, gpu_bytes=140 * GIB)
     assert choose(settings, plans, roomy) == usable_loaders(settings)[0]  # the fastest measured (measured_speed.json)
-    tight = Capacity(host_bytes=(node["staggered"] + node["direct"]) / 2 * GIB, gpu_bytes=140 * GIB)
+    host = (node["staggered"] + node["direct"]) / 2 / settings.plan.host_fraction
+    settings, plans, tight = plans_on(*job, f"machine.host_gib={host}")
     fitting = [name for name, plan in plans.items() if first_misfit(plan, tight) is None]
     assert "naive" not in fitting and "staggered" not in fitting and "direct" in fitting
     naive = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": "naive"})})
-    with pytest.raises(ConfigError, match=r"^plan: loader=naive needs .* at actor\.load, .* loaders that fit: direct"):
+    with pytest.raises(
+        ConfigError, match=r"^plan: loader=naive needs .* at actor\.load, .*machine=h200-141g-8x; loaders that fit: .*direct"
+    ):
         choose(naive, plans, tight)
-    small_gpu = Capacity(host_bytes=2000 * GIB, gpu_bytes=8 * GIB)  # 13 GiB of bf16 weights per rank do not fit
+    settings, plans, small_gpu = plans_on(*job, "machine.gpu_gib=8")  # 13 GiB of bf16 weights per rank do not fit
     with pytest.raises(ConfigError, match="GiB of GPU memory at actor.load"):
         choose(settings, plans, small_gpu)
+
+
+def test_issue_529_node_naive_fails_at_actor_load_and_the_advice_names_what_fits() -> None:
+    """DeepSpeedExamples 529: 13B actor, 7B critic, LoRA r128, ZeRO-2 on 8 A100-80G with 500 GiB of host memory."""
+    job = ("model=llama-13b", "lora=r128", "zero=stage2", "gpus=8", "loader=naive", "machine=a100-80g-8x", "machine.host_gib=500")
+    settings, plans, target = plans_on(*job)
+    assert target.gpu_bytes == 80 * GIB and target.ranks_per_node == 8 and not target.read_here
+    stage, memory, need, have = first_misfit(plans["naive"], target)
+    assert (stage, memory) == ("actor.load", "host") and need > have == 450
+    advice = alternatives(settings, role_shapes(settings, {}), target, BASE_RSS)
+    fits = [a for a in advice if a.loader]
+    assert fits and all(a.gpu_device_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
+    assert any(a.overrides.startswith("zero=stage3") for a in fits)
+
+
+def test_one_a100_names_the_first_stage_whose_gpu_memory_does_not_fit_ppo_included() -> None:
+    settings, plans, target = plans_on("model=llama-13b", "lora=r128", "gpus=1", "loader=direct", "machine=a100-80g-8x")
+    stage, memory, need, have = first_misfit(plans["direct"], target)
+    assert memory == "GPU" and need > have == 80
+    stages = [st.stage for st in plans["direct"].stages]
+    assert stages.index(stage) == min(i for i, st in enumerate(plans["direct"].stages) if st.gpu_device_gib > 80)
+    assert "ppo1.train_actor" in stages and "ppo1.generate" in stages
+
+
+def test_gpus_above_one_node_span_nodes_and_host_figures_are_per_node() -> None:
+    one = plans_on("model=llama-7b", "gpus=8", "loader=naive", "machine=h100-80g-8x")
+    two = plans_on("model=llama-7b", "gpus=16", "loader=naive", "machine=h100-80g-8x")
+    assert (one[2].nodes, two[2].nodes, two[2].ranks_per_node) == (1, 2, 8)
+    load = [next(st for st in p["naive"].stages if st.stage == "actor.load") for _, p, _ in (one, two)]
+    assert load[0].node_peak_gib == load[1].node_peak_gib  # 8 ranks per node either way
+    spread = plans_on("model=llama-7b", "gpus=16", "loader=naive", "machine=h100-80g-8x", "machine.nodes=4")
+    assert spread[2].ranks_per_node == 4 and spread[1]["naive"].node_peak_gib() < one[1]["naive"].node_peak_gib() / 1.9
+    with pytest.raises(ConfigError, match="^machine.nodes: 12 ranks per node but 8 GPUs per node; valid: at least 2"):
+        declared_target(compose_settings("gpus=12", "machine=h100-80g-8x", "machine.nodes=1"))
+    with pytest.raises(ConfigError, match="^machine.nodes: 12 ranks do not split evenly over 5 nodes"):
+        declared_target(compose_settings("gpus=12", "machine=h100-80g-8x", "machine.nodes=5"))

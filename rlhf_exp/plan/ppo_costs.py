@@ -1,0 +1,69 @@
+"""The first PPO step's memory, per part, for one rank: (transient above the built engine, what stays after).
+
+b = train.micro_batch_size sequences of s = ppo.prompt_len + ppo.answer_len tokens; per role its layers L, hidden
+h, MLP width i, vocabulary V and key/value width kv; e engine-dtype bytes; T trainable parameters; N ranks.
+Where a term lands: the GPU on CUDA, private host memory on CPU (the host is the device).
+
+generate      the KV cache 2 L b s kv e, plus the prefill's activations of one layer
+score         actor and ref logits b s V e held together, then the fp32 copy and log-softmax of one (2 x 4 b s V)
+train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copies included), the logits and their
+              fp32 log-softmax and its gradient (e + 3 x 4 bytes per b s V), the gradients of the trainable parameters
+              (e T in ZeRO's buckets, 4T/N fp32 under ZeRO >= 2, 4T otherwise) and Adam's m and v (8T/N under
+              ZeRO >= 1), which stay after the step
+train_critic  the same for the critic, whose head emits one value per token instead of V logits
+Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see formulas.py's docstring.
+"""
+
+from __future__ import annotations
+
+from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
+from rlhf_exp.config.units import DTYPE_BYTES
+from rlhf_exp.plan.terms import RankMemory, RoleShape
+
+# activation bytes saved per token and layer for backward, in engine-dtype units of h and of i (Llama-style block:
+# norms, q/k/v/o inputs, the attention output, gate/up/down inputs and outputs; LoRA dropout copies of inputs)
+ACT_H = 28
+ACT_I = 10
+ADAM_BYTES = 8  # m and v, fp32
+FP32 = 4
+
+
+def _place(nbytes: float, on_gpu: bool) -> RankMemory:
+    return RankMemory(gpu=nbytes) if on_gpu else RankMemory(host_private=nbytes)
+
+
+def _train(
+    shape: RoleShape, e: int, zero: RoleZero, n: int, tokens: int, head: int, on_gpu: bool
+) -> tuple[RankMemory, RankMemory]:
+    """(transient, held after) of one training step of a role whose head emits `head` values per token; offload keeps
+    the fp32 gradients and Adam's states in host memory."""
+    t, stage = shape.trainable, role_stage(zero)
+    activations = shape.layers * tokens * (ACT_H * shape.hidden + ACT_I * shape.intermediate) * e
+    head_out = tokens * head * (e + 3 * FP32)
+    fp32_grads = FP32 * t / (n if stage >= 2 else 1)
+    adam = ADAM_BYTES * t / (n if stage >= 1 else 1)
+    device = _place(activations + head_out + e * t, on_gpu)
+    optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
+    held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
+    return device.plus(optimizer), held
+
+
+def ppo_costs(
+    settings: RunSettings, shapes: dict[str, RoleShape], n: int, on_gpu: bool
+) -> list[tuple[str, RankMemory, RankMemory]]:
+    """(part, transient, held after) of each part of the first PPO step."""
+    e = DTYPE_BYTES[settings.dtype]
+    b, s = settings.train.micro_batch_size, settings.ppo.prompt_len + settings.ppo.answer_len
+    tokens = b * s
+    actor, critic = shapes["actor"], shapes["critic"]
+    kv_cache = 2 * actor.layers * tokens * actor.kv_width * e
+    prefill = b * settings.ppo.prompt_len * (4 * actor.hidden + 2 * actor.intermediate) * e
+    score = 2 * tokens * actor.vocab * e + 2 * FP32 * tokens * actor.vocab
+    actor_step, actor_held = _train(actor, e, settings.zero.actor, n, tokens, actor.vocab, on_gpu)
+    critic_step, critic_held = _train(critic, e, settings.zero.critic, n, tokens, 1, on_gpu)
+    return [
+        ("generate", _place(kv_cache + prefill, on_gpu), RankMemory()),
+        ("score", _place(score, on_gpu), RankMemory()),
+        ("train_actor", actor_step, actor_held),
+        ("train_critic", critic_step, critic_held),
+    ]
