@@ -12,14 +12,15 @@ import argparse
 import json
 from pathlib import Path
 
-from rlhf_exp.plan.compare import ABS_TOL_GIB, REL_TOL, compare
+from rlhf_exp.plan.compare import GPU_REL_TOL, HOST_ABS_TOL_GIB, HOST_REL_TOL, compare
 
 
 def job_table(result: dict) -> str:
     head = f"### {result['loader']}, gpus={result['gpus']}, device={result['device']}, status={result['status']}\n\n"
     lines = [
-        "| stage | rank rise plan | measured | node plan | measured | GPU/rank plan | measured | within |",
-        "|---|---|---|---|---|---|---|---|",
+        "| stage | rank rise plan | measured | node plan | measured | GPU/rank plan | torch.cuda peak | GPU device plan "
+        "| NVML peak | within |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in compare(result):
         cells = [
@@ -30,6 +31,8 @@ def job_table(result: dict) -> str:
             r["node_measured"],
             r["gpu_planned"],
             r["gpu_measured"],
+            r["gpu_device_planned"],
+            r["gpu_device_measured"],
             "yes" if r["ok"] else "NO",
         ]
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
@@ -43,10 +46,14 @@ def replan(result: dict) -> dict:
     from rlhf_exp.config.units import GIB
     from rlhf_exp.plan.formulas import make_plan
     from rlhf_exp.plan.inputs import role_shapes
+    from rlhf_exp.plan.machine import Target
 
-    settings = RunSettings.model_validate({**result["config"], "loader": {"name": result["loader"], "group_size": 1}})
+    config = result["config"]
+    settings = RunSettings.model_validate({**config, "loader": {**config["loader"], "name": result["loader"]}})
     old = result["plan"]
-    plan = make_plan(settings, result["loader"], role_shapes(settings, {}), result["device"], old["base_rank_gib"] * GIB)
+    n = settings.gpus  # the measured runs: one node holding every rank
+    target = Target("local", result["device"], 0, 0, None, n, 1, n, n if config.get("share_gpus") else 1)
+    plan = make_plan(settings, result["loader"], role_shapes(settings, {}), target, old["base_rank_gib"] * GIB)
     return {**result, "plan": {**old, **plan.to_dict()}}
 
 
@@ -56,7 +63,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--replan", action="store_true", help="recompute each plan with the current formulas")
     args = parser.parse_args()
-    text = f"Tolerance (rank rise): max({REL_TOL:.0%} of plan, {ABS_TOL_GIB} GiB). GiB throughout.\n\n"
+    text = (
+        f"Tolerance: rank rise and node peak within max({HOST_REL_TOL:.0%} of measured, {HOST_ABS_TOL_GIB} GiB); "
+        f"GPU within {GPU_REL_TOL:.0%}. GiB throughout.\n\n"
+    )
     if args.replan:
         text = "Plans recomputed with the current formulas (--replan). " + text
     for sweep in args.sweeps:

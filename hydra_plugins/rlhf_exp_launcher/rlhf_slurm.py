@@ -41,7 +41,8 @@ class RlhfSlurmConf(SlurmQueueConf):
     # extra srun arguments; --kill-on-bad-exit=1 is always added so a dead node task ends the step
     srun_args: List[str] = field(default_factory=list)  # noqa: UP006
     timeout_min: int = 60
-    mem_gb: Optional[int] = 16  # noqa: UP045
+    # host memory per node; null (unless mem_per_cpu/mem_per_gpu is set): each job's plan asks for what it will use
+    mem_gb: Optional[int] = None  # noqa: UP045
     # CPU cores per rank; a node's task gets cpus_per_rank x its ranks (unless cpus_per_task is set)
     cpus_per_rank: int = 1
     cpus_per_task: Optional[int] = None  # noqa: UP045
@@ -91,6 +92,19 @@ class RlhfSlurmLauncher(SlurmLauncher):
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
 
+    @staticmethod
+    def _planned_mem_mib(settings: Any, config: DictConfig, want_gpus: bool, resources: Dict[str, Any]) -> int:  # noqa: UP006
+        """The job's node memory from its plan (rlhf_exp/plan/admission.py); a plan that cannot be made: one line, exit 2."""
+        from rlhf_exp.config.schema import ConfigError
+        from rlhf_exp.plan.admission import node_memory_request_mib
+
+        device = "cuda" if want_gpus and str(config.device) != "cpu" else "cpu"
+        try:
+            return node_memory_request_mib(settings, device, resources["nodes"], settings.gpus // resources["nodes"])
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            sys.exit(2)
+
     def launch(self, job_overrides: Any, initial_job_idx: int) -> List[JobReturn]:  # noqa: UP006
         import submitit
 
@@ -123,6 +137,8 @@ class RlhfSlurmLauncher(SlurmLauncher):
             )
             if self.params.get("cpus_per_task"):
                 resources["cpus_per_task"] = int(self.params["cpus_per_task"])
+            if not any(self.params.get(k) for k in ("mem_gb", "mem_per_cpu", "mem_per_gpu")):
+                resources["slurm_mem"] = f"{self._planned_mem_mib(settings, config, want_gpus, resources)}M"
             params = {**common, **resources, "slurm_setup": setup, "slurm_srun_args": srun_args, "name": f"rlhf_exp_{idx}"}
             executor.update_parameters(**params)
             job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())

@@ -21,7 +21,6 @@ from rich.table import Table
 
 from rlhf_exp.cli.argv_checks import check_group_choices, check_override_keys
 from rlhf_exp.config.compose import compose_config
-from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import ConfigError, RunSettings, validate
 
 if TYPE_CHECKING:
@@ -38,26 +37,20 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Tar
     except (HydraException, OmegaConfBaseException) as err:  # e.g. a sweep value: plan takes one config
         raise ConfigError(f"overrides: {str(err).strip().splitlines()[0]}") from None
     settings = validate(cfg)
-    from rlhf_exp.checkpoints.generate import existing_checkpoint
     from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
     from rlhf_exp.plan.advice import alternatives
     from rlhf_exp.plan.fit import all_plans
-    from rlhf_exp.plan.inputs import rank_base_bytes, role_shapes, target_machine
+    from rlhf_exp.plan.inputs import existing_checkpoints, rank_base_bytes, role_shapes, target_machine
 
     if settings.machine.name == "local":
         device, _ = resolve_device(settings)
     else:  # a declared node: its GPUs, whatever this host has
         device = "cpu" if settings.device == "cpu" or settings.machine.gpu_gib is None else "cuda"
     check_role_configs(settings, device)
-    m = settings.model
-    checkpoints = {
-        which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)
-        for which, kind in CHECKPOINT_KIND.items()
-    }
     target = target_machine(settings, device)
-    shapes = role_shapes(settings, checkpoints)
-    base = rank_base_bytes(target, Path(m.cache_dir))
+    shapes = role_shapes(settings, existing_checkpoints(settings))
+    base = rank_base_bytes(target, Path(settings.model.cache_dir))
     return settings, all_plans(settings, shapes, target, base), target, lambda: alternatives(settings, shapes, target, base)
 
 

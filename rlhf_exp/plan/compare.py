@@ -1,7 +1,8 @@
 """Planned against measured, per stage, from one result.json: what the planner's tolerance is checked on.
 
 Measured rank rise = the largest over ranks of (the stage's VmHWM - the rank's RSS once dist_init is done),
-the same quantity as the plan's rank_rise_gib; node = the node's peak above the level before ranks started.
+the same quantity as the plan's rank_rise_gib; node = the node's peak above the level before ranks started;
+GPU = torch.cuda's peak allocated on the largest rank, and NVML's peak of the device (one rank per GPU only).
 """
 
 from __future__ import annotations
@@ -10,42 +11,55 @@ from typing import Any
 
 from rlhf_exp.config.stages import DIST_INIT
 
-# |measured - planned| must stay within max(REL_TOL x planned, ABS_TOL_GIB); README states the same
-REL_TOL = 0.35
-ABS_TOL_GIB = 0.15
-# node-wide, one way only (measured <= planned + max(REL_TOL x planned, NODE_ABS_TOL_GIB)): the node's used
-# memory includes everything else on the machine, and identical jobs differ by up to ~0.4 GiB on a 2-core box
-NODE_ABS_TOL_GIB = 0.3
+# host (rank and node): |measured - planned| <= max(HOST_REL_TOL x measured, HOST_ABS_TOL_GIB); README states the same
+HOST_REL_TOL = 0.10
+HOST_ABS_TOL_GIB = 0.5
+# GPU per rank: within GPU_REL_TOL of the measured (or GPU_ABS_TOL_GIB for stages that hold almost nothing)
+GPU_REL_TOL = 0.05
+GPU_ABS_TOL_GIB = 0.25
 
 
-def within(measured: float, planned: float) -> bool:
-    return abs(measured - planned) <= max(REL_TOL * planned, ABS_TOL_GIB)
+def host_within(measured: float, planned: float) -> bool:
+    return abs(measured - planned) <= max(HOST_REL_TOL * measured, HOST_ABS_TOL_GIB)
+
+
+def gpu_within(measured: float | None, planned: float) -> bool:
+    return measured is None or abs(measured - planned) <= max(GPU_REL_TOL * measured, GPU_ABS_TOL_GIB)
 
 
 def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per planned stage that was measured: planned and measured rank rise and node peak (GiB)."""
+    """One row per planned stage that was measured: planned and measured rank rise, node peak and GPU (GiB)."""
     plan = {st["stage"]: st for st in (result.get("plan") or {}).get("stages", [])}
     rows = {row["stage"]: row for row in result["stages"]}
     after_dist = [name for name in rows if name != DIST_INIT]
     if not plan or not after_dist:
         return []
     base = {r["rank"]: r["rss_begin_gib"] for r in rows[after_dist[0]]["per_rank"]}
+    one_rank_per_gpu = result.get("device") == "cuda" and not (result.get("config") or {}).get("share_gpus")
     out = []
     for name, planned in plan.items():
         row = rows.get(name)
         if name == DIST_INIT or row is None or row["status"] != "ok":
             continue
         rise = max(r["peak_rss_gib"] - base[r["rank"]] for r in row["per_rank"])
+        gpu = row.get("gpu_cuda_peak_allocated_gib") if result.get("device") == "cuda" else None
+        device = row.get("gpu_nvml_peak_gib") if one_rank_per_gpu else None
+        node = row.get("node_peak_gib")
+        checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
+        checks += [node is None or host_within(node, planned["node_peak_gib"])]
+        checks += [gpu_within(device, planned.get("gpu_device_gib", 0.0))]
         out.append(
             {
                 "stage": name,
                 "rank_rise_planned": planned["rank_rise_gib"],
                 "rank_rise_measured": round(rise, 4),
                 "node_planned": planned["node_peak_gib"],
-                "node_measured": row.get("node_peak_gib"),
+                "node_measured": node,
                 "gpu_planned": planned["gpu_rank_gib"],
-                "gpu_measured": row.get("gpu_cuda_peak_allocated_gib"),  # torch.cuda peak, largest rank
-                "ok": within(rise, planned["rank_rise_gib"]),
+                "gpu_measured": gpu,
+                "gpu_device_planned": planned.get("gpu_device_gib"),
+                "gpu_device_measured": device,
+                "ok": all(checks),
             }
         )
     return out

@@ -17,7 +17,7 @@ from rlhf_exp.checkpoints.files import weight_bytes, weight_files
 from rlhf_exp.checkpoints.generate import SHARD_BYTES
 from rlhf_exp.checkpoints.meta import lora_targets, meta_model, value_head_width
 from rlhf_exp.config.presets import preset_config
-from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
+from rlhf_exp.config.roles import CHECKPOINT_KIND, ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
 from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
 from rlhf_exp.config.units import DTYPE_BYTES
 from rlhf_exp.memory import kernel
@@ -141,6 +141,17 @@ def base_rank_bytes(device: str, cache_dir: Path) -> float:
         except OSError:  # a read-only cache: measure again next time
             return float(json.loads(measured)["rss"])
     return float(json.loads(cache.read_text())["rss"])
+
+
+def existing_checkpoints(settings: RunSettings) -> dict[str, Path | None]:
+    """The actor's and critic's checkpoint dirs where they are on disk already (nothing is generated)."""
+    from rlhf_exp.checkpoints.generate import existing_checkpoint
+
+    m = settings.model
+    return {
+        which: existing_checkpoint(getattr(m, which).preset, getattr(m, which).path, kind, m.checkpoint_dtype, m.cache_dir)
+        for which, kind in CHECKPOINT_KIND.items()
+    }
 
 
 def host_available_bytes() -> int:

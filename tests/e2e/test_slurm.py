@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,10 +45,17 @@ def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[st
         time.sleep(1)
 
 
+def mib(tres: str) -> float:
+    """The mem= of sacct's AllocTRES, in MiB."""
+    value, unit = re.search(r"mem=([\d.]+)([MG])", tres).groups()
+    return float(value) * (1024 if unit == "G" else 1)
+
+
 @pytest.mark.slow
 def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(tmp_path: Path, ckpt_cache: Path) -> None:
     sweep = tmp_path / "sweep"
-    args = (*LAUNCH, "gpus=1,2", f"hydra.launcher.submitit_folder={sweep}/.submitit")
+    planned_mem = tuple(a for a in LAUNCH if not a.startswith("hydra.launcher.mem_gb"))  # each job asks what its plan says
+    args = (*planned_mem, "gpus=1,2", f"hydra.launcher.submitit_folder={sweep}/.submitit")
     proc, results = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [(r["gpus"], r["status"], r["launcher"]) for r in results] == [(1, "completed", "slurm"), (2, "completed", "slurm")]
@@ -58,6 +66,11 @@ def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(
     # one task per node holding all of its ranks: GPUs and cores scale with the job's own gpus
     assert "gres/gpu=1" in jobs["rlhf_exp_0"]["tres"] and "gres/gpu=2" in jobs["rlhf_exp_1"]["tres"]
     assert "cpu=1," in jobs["rlhf_exp_0"]["tres"] and "cpu=2," in jobs["rlhf_exp_1"]["tres"]
+    # memory per node from each job's own plan: node peak + 15 % + 1 GiB, rounded up (rlhf_exp/plan/admission.py)
+    asked = [mib(jobs[f"rlhf_exp_{i}"]["tres"]) for i in (0, 1)]
+    planned = [(max(st["node_peak_gib"] for st in r["plan"]["stages"]) * 1.15 + 1) * 1024 for r in results]
+    assert asked[0] < asked[1], jobs
+    assert all(abs(a - p) <= 64 for a, p in zip(asked, planned, strict=True)), (asked, planned)
     assert "engine build s" in proc.stdout and (sweep / "report.html").exists()  # the end-of-sweep callback, under SLURM too
     submitted = sorted((sweep / ".submitit").glob("*_submitted.pkl"))
     proc, again = run_sweep_in(sweep, ckpt_cache, *args)

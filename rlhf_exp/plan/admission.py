@@ -1,0 +1,35 @@
+"""Scheduler admission: the memory a SLURM job asks for per node, from its own plan.
+
+SLURM places (or refuses) a job by what it asks for; asked for by the plan, two jobs of one sweep that will use
+different memory ask for different amounts. The request is the plan's node peak plus MARGIN of it plus
+MARGIN_GIB: the plan's tolerance (bench/results/h200-plan-vs-measured.md), and room for what runs in the job's
+cgroup beside the ranks (the job driver, its watcher, srun).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rlhf_exp.config.schema import RunSettings
+from rlhf_exp.plan.fit import all_plans, pick
+from rlhf_exp.plan.inputs import existing_checkpoints, rank_base_bytes, role_shapes
+from rlhf_exp.plan.machine import Target
+
+MARGIN = 0.15
+MARGIN_GIB = 1.0
+
+
+def node_memory_request_mib(settings: RunSettings, device: str, nodes: int, ranks_per_node: int) -> int:
+    """MiB of host memory to ask per node for a job of `settings` split as the launcher splits it."""
+    m = settings.machine
+    host = (m.host_gib or math.inf) * 2**30
+    gpu = m.gpu_gib * 2**30 if device == "cuda" and m.gpu_gib else None
+    # capacity only steers loader=auto; unknown until the job lands on a node, so the declared machine or unlimited
+    target = Target(
+        m.name, device, host, host * settings.plan.host_fraction, gpu, ranks_per_node, nodes, ranks_per_node, 1, False
+    )
+    shapes = role_shapes(settings, existing_checkpoints(settings))
+    plans = all_plans(settings, shapes, target, rank_base_bytes(target, Path(settings.model.cache_dir)))
+    peak = plans[pick(settings, plans, target)].node_peak_gib()
+    return math.ceil((peak * (1 + MARGIN) + MARGIN_GIB) * 1024)
