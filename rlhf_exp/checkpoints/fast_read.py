@@ -163,4 +163,14 @@ def read_safetensors(
     finally:
         for fd in fds.values():
             os.close(fd)
+    workers.clear()  # the buffers are freed here, not when the function returns
+    release_pinned_cache()
     return state
+
+
+def release_pinned_cache() -> None:
+    """torch keeps freed pinned blocks cached for reuse (CachingHostAllocator): hand them back, so the staging
+    buffers leave the rank's RSS once the weights are on the GPU. Absent on builds without CUDA (nothing pinned)."""
+    empty = getattr(torch._C, "_host_emptyCache", None)
+    if empty is not None and torch.cuda.is_available():
+        empty()
