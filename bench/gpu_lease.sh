@@ -33,25 +33,20 @@ EOF
 done
 
 step "time to engine, $BIG pair, ZeRO-2, gpus=1, every loader, one PPO step"
-python3 bench/time_to_engine.py --name $TAG-7b-zero2 --ship --loaders direct,direct:library,low_mem,rank0_broadcast,naive,staggered \
+python3 bench/time_to_engine.py --name $TAG-7b-zero2 --ship --loaders direct,direct:library,low_mem,rank0_broadcast,naive \
   model=$BIG $COMMON ppo.steps=1
+step "weights bit-identical: direct (fast_read) vs direct:library, $SMALL pair, gpus=1"
+python3 bench/time_to_engine.py --name $TAG-digests --no-limits --loaders direct,direct:library model=$SMALL $COMMON verify_weights=true
+for w in /tmp/rlhf_exp_tte_$TAG-digests/0_direct/weights/*.json; do r=$(basename "$w")
+  cmp -s "$w" "/tmp/rlhf_exp_tte_$TAG-digests/1_direct_library/weights/$r" && echo "$r: fast_read same as from_pretrained" \
+    || echo "$r: fast_read DIFFERS from from_pretrained"; done | tee bench/results/$TAG-digests/compare.txt
+step "naive before/after (random init vs zero fill), $SMALL actor"
+python3 bench/naive_init.py --preset $SMALL --cache-dir $RLHF_EXP_CACHE --out bench/results/$TAG-naive-init.json
 step "time to engine, $BIG pair, ZeRO-3, gpus=1"
 python3 bench/time_to_engine.py --name $TAG-7b-zero3 --ship --no-limits --loaders zero3_init,direct model=$BIG zero=stage3 $COMMON ppo.steps=1
 step "PPO at 512+512 tokens, micro batch 4, $BIG pair, ZeRO-2"
 python3 bench/time_to_engine.py --name $TAG-7b-ppo-long --no-limits --loaders direct model=$BIG $COMMON ppo.steps=1 \
   ppo.prompt_len=512 ppo.answer_len=512 train.micro_batch_size=4
-step "$RANKS ranks sharing the GPU, $SMALL pair, ZeRO-2"
-python3 bench/time_to_engine.py --name $TAG-${RANKS}rank-zero2 --no-limits --loaders direct,naive,rank0_broadcast \
-  model=$SMALL gpus=$RANKS $SHARE $COMMON
-step "$RANKS ranks sharing the GPU, $SMALL pair, ZeRO-3"
-python3 bench/time_to_engine.py --name $TAG-${RANKS}rank-zero3 --no-limits --loaders zero3_init,direct \
-  model=$SMALL zero=stage3 gpus=$RANKS $SHARE $COMMON
-step "weights bit-identical: direct (fast_read) vs direct:library vs naive, $SMALL pair, gpus=1"
-python3 bench/time_to_engine.py --name $TAG-digests --no-limits --loaders direct,direct:library,naive model=$SMALL $COMMON \
-  verify_weights=true
-for w in /tmp/rlhf_exp_tte_$TAG-digests/0_direct/weights/*.json; do r=$(basename "$w")
-  for other in 1_direct_library 2_naive; do cmp -s "$w" "/tmp/rlhf_exp_tte_$TAG-digests/$other/weights/$r" \
-    && echo "$r: direct same as $other" || echo "$r: direct DIFFERS from $other"; done; done | tee bench/results/$TAG-digests/compare.txt
 step "a rank's base RSS (plan.inputs.base_rank_bytes), cpu and cuda"
 python3 -c "
 from pathlib import Path; from rlhf_exp.plan.inputs import base_rank_bytes
@@ -59,6 +54,10 @@ for d in ('cpu', 'cuda'):
     try: print(d, round(base_rank_bytes(d, Path('/tmp/probe')) / 2**30, 3), 'GiB')
     except Exception as e: print(d, 'failed', e)
 " | tee bench/results/$TAG-base-rss.txt
-step "naive before/after (random init vs zero fill), $SMALL actor"
-python3 bench/naive_init.py --preset $SMALL --cache-dir $RLHF_EXP_CACHE --out bench/results/$TAG-naive-init.json
+step "$RANKS ranks sharing the GPU, $SMALL pair, ZeRO-2"
+python3 bench/time_to_engine.py --name $TAG-${RANKS}rank-zero2 --no-limits --loaders direct,naive,rank0_broadcast \
+  model=$SMALL gpus=$RANKS $SHARE $COMMON
+step "$RANKS ranks sharing the GPU, $SMALL pair, ZeRO-3"
+python3 bench/time_to_engine.py --name $TAG-${RANKS}rank-zero3 --no-limits --loaders zero3_init model=$SMALL zero=stage3 \
+  gpus=$RANKS $SHARE $COMMON
 step "done"
