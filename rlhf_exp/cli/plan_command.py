@@ -8,6 +8,7 @@ that does not fit, then one line per loader.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -37,12 +38,15 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Tar
     except (HydraException, OmegaConfBaseException) as err:  # e.g. a sweep value: plan takes one config
         raise ConfigError(f"overrides: {str(err).strip().splitlines()[0]}") from None
     settings = validate(cfg)
+    import torch
+
     from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
     from rlhf_exp.plan.advice import alternatives
     from rlhf_exp.plan.fit import all_plans
-    from rlhf_exp.plan.inputs import existing_checkpoints, rank_base_bytes, role_shapes, target_machine
+    from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes, target_machine
 
+    os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")  # no accelerator probe
     if settings.machine.name == "local":
         device, _ = resolve_device(settings)
     else:  # a declared node: its GPUs, whatever this host has
@@ -50,7 +54,7 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Tar
     check_role_configs(settings, device)
     target = target_machine(settings, device)
     shapes = role_shapes(settings, existing_checkpoints(settings))
-    base = rank_base_bytes(target, Path(settings.model.cache_dir))
+    base = rank_base(target, Path(settings.model.cache_dir))
     return settings, all_plans(settings, shapes, target, base), target, lambda: alternatives(settings, shapes, target, base)
 
 

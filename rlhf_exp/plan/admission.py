@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.plan.fit import all_plans, pick
-from rlhf_exp.plan.inputs import existing_checkpoints, rank_base_bytes, role_shapes
+from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes
 from rlhf_exp.plan.machine import Target
 
 MARGIN = 0.15
@@ -30,6 +30,6 @@ def node_memory_request_mib(settings: RunSettings, device: str, nodes: int, rank
         m.name, device, host, host * settings.plan.host_fraction, gpu, ranks_per_node, nodes, ranks_per_node, 1, False
     )
     shapes = role_shapes(settings, existing_checkpoints(settings))
-    plans = all_plans(settings, shapes, target, rank_base_bytes(target, Path(settings.model.cache_dir)))
+    plans = all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir)))
     peak = plans[pick(settings, plans, target)].node_peak_gib()
     return math.ceil((peak * (1 + MARGIN) + MARGIN_GIB) * 1024)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rlhf_exp.config.schema import RoleZero, RunSettings
 from rlhf_exp.plan.fit import all_plans, first_misfit
 from rlhf_exp.plan.machine import Target, declared_target
-from rlhf_exp.plan.terms import RoleShape
+from rlhf_exp.plan.terms import RankBase, RoleShape
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,11 @@ def _candidates(settings: RunSettings, target: Target) -> list[tuple[str, RunSet
     return out
 
 
-def alternatives(settings: RunSettings, shapes: dict[str, RoleShape], target: Target, base_rss: float) -> list[Alternative]:
+def alternatives(settings: RunSettings, shapes: dict[str, RoleShape], target: Target, base: RankBase) -> list[Alternative]:
     """Each alternative's first fitting loader (in auto's order), or its least hungry plan when none fits."""
     out = []
     for overrides, alt, alt_target in _candidates(settings, target):
-        plans = all_plans(alt, shapes, alt_target, base_rss)
+        plans = all_plans(alt, shapes, alt_target, base)
         fitting = [name for name, plan in plans.items() if first_misfit(plan, alt_target) is None]
         name = fitting[0] if fitting else min(plans, key=lambda n: plans[n].node_peak_gib())
         plan = plans[name]

@@ -7,7 +7,7 @@ from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import AUTO, auto_order
 from rlhf_exp.plan.formulas import make_plan
 from rlhf_exp.plan.machine import Target
-from rlhf_exp.plan.terms import Plan, RoleShape
+from rlhf_exp.plan.terms import Plan, RankBase, RoleShape
 
 
 def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | None:
@@ -29,8 +29,8 @@ def usable_loaders(settings: RunSettings) -> list[str]:
     return [spec.name for spec in auto_order() if stage3 or not spec.partitioned]
 
 
-def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], target: Target, base_rss: float) -> dict[str, Plan]:
-    return {name: make_plan(settings, name, shapes, target, base_rss) for name in usable_loaders(settings)}
+def all_plans(settings: RunSettings, shapes: dict[str, RoleShape], target: Target, base: RankBase) -> dict[str, Plan]:
+    return {name: make_plan(settings, name, shapes, target, base) for name in usable_loaders(settings)}
 
 
 def pick(settings: RunSettings, plans: dict[str, Plan], cap: Target) -> str:

@@ -25,7 +25,7 @@ init (deepspeed.initialize)
 PPO stages are not planned (activation memory depends on generation lengths and kernels).
 
 A rank's planned peak in a stage = base (the RSS of a process that imported the rank's libraries,
-measured once: plan_inputs.base_rank_bytes) + what it holds from earlier stages + the stage's transient.
+measured once: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
 The node's = N x base RSS (a rank's libraries, its shared-memory comm buffers and kernel overhead count
 node-wide too) + the sum over ranks of private held + transient (file pages excluded: the kernel counts
 page cache as available).
@@ -40,7 +40,7 @@ from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.loaders.registry import LoaderSpec, get_spec
 from rlhf_exp.plan.machine import Target
 from rlhf_exp.plan.ppo_costs import ppo_costs
-from rlhf_exp.plan.terms import LoadContext, Plan, RankMemory, RoleShape, StagePlan
+from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape, StagePlan
 
 MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
 ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
@@ -48,7 +48,7 @@ ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (Dee
 # caching allocator's reserve above the allocated peak. Fitted on the H200 (bench/results/h200-*: NVML used vs
 # torch.cuda peak allocated, every stage).
 CUDA_CONTEXT_GPU = 0.5 * GIB
-CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call minus before (plan.inputs.base_rank_bytes cuda - cpu)
+CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call minus before (probe_rank_base cuda - cpu)
 ALLOCATOR_RESERVE = 0.05
 
 
@@ -110,29 +110,29 @@ def init_cost(
     return transient, after
 
 
-def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], target: Target, base_rss: float) -> Plan:
-    """Every stage of a job with `loader` on `target`. base_rss: a rank's RSS before any model, in bytes.
+def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], target: Target, base: RankBase) -> Plan:
+    """Every stage of a job with `loader` on `target`. base: a rank's footprint before any model.
 
     N (ZeRO's divisor) is every rank of the job; node figures sum the ranks of one node (target.ranks_per_node)."""
     spec = get_spec(loader)
     n, local, on_gpu = settings.gpus, target.ranks_per_node, target.device == "cuda"
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
     g = min(settings.loader.group_size, local) if spec.takes_turns else local
-    plan = Plan(loader=loader, ranks=n, device=target.device, base_rank_gib=_gib(base_rss), ranks_per_node=local)
-    plan.stages.append(StagePlan(DIST_INIT, _gib(base_rss), 0.0, _gib(local * base_rss), 0.0, _gpu_device(0.0, on_gpu)))
+    plan = Plan(loader, n, target.device, _gib(base.rss), local, _gib(base.private))
+    plan.stages.append(StagePlan(DIST_INIT, _gib(base.rss), 0.0, _gib(local * base.private), 0.0, _gpu_device(0.0, on_gpu)))
     held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
         costs = [spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)) for r in range(local)]
-        _add_stage(plan, engine_stage(role, "load"), held, costs, base_rss, g, on_gpu)
+        _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
         costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r, offload) for r in range(local)]
-        _add_stage(plan, engine_stage(role, "init"), held, costs, base_rss, local, on_gpu)  # counts the loaded model
+        _add_stage(plan, engine_stage(role, "init"), held, costs, base, local, on_gpu)  # counts the loaded model
         held = [held[r].plus(costs[r][1]) for r in range(local)]
     if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
         for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
-            _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base_rss, local, on_gpu)
+            _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             held = [h.plus(after) for h in held]
     return plan
 
@@ -147,7 +147,7 @@ def _add_stage(
     name: str,
     held: list[RankMemory],
     costs: list[tuple[RankMemory, RankMemory]],
-    base_rss: float,
+    base: RankBase,
     group: int,
     on_gpu: bool,
 ) -> None:
@@ -168,9 +168,9 @@ def _add_stage(
     plan.stages.append(
         StagePlan(
             name,
-            rank_peak_gib=_gib(base_rss + rank_rise),
+            rank_peak_gib=_gib(base.rss + rank_rise),
             rank_rise_gib=_gib(rank_rise),
-            node_peak_gib=_gib(n * base_rss + node),
+            node_peak_gib=_gib(n * base.private + node),
             gpu_rank_gib=_gib(max(p.gpu for p in peaks)),
             gpu_device_gib=_gpu_device(max(p.gpu for p in peaks), on_gpu),
         )

@@ -25,7 +25,7 @@ from rlhf_exp.memory.gpu import Nvml
 from rlhf_exp.plan.fit import all_plans
 from rlhf_exp.plan.formulas import CUDA_CONTEXT_HOST
 from rlhf_exp.plan.machine import Target, declared_target, local_target
-from rlhf_exp.plan.terms import Plan, RoleShape
+from rlhf_exp.plan.terms import Plan, RankBase, RoleShape
 
 
 def _config(key: str, spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
@@ -120,16 +120,15 @@ import json, torch, deepspeed, transformers, peft
 from rlhf_exp.memory import kernel
 if {cuda}:
     torch.zeros(1, device="cuda")
-print(json.dumps({{"rss": kernel.process_status()["VmRSS"]}}))
+status = kernel.process_status()
+print(json.dumps({{"rss": status["VmRSS"], "private": status["VmRSS"] - status.get("RssFile", 0)}}))
 """
 
 
-def base_rank_bytes(device: str, cache_dir: Path) -> float:
-    """The RSS of a fresh process that imported what a rank imports (and made a CUDA context on GPU).
-
-    Measured once per environment (torch version, device) and cached: a rank's footprint before any model.
-    """
-    cache = cache_dir / f"base_rank_{device}_torch{torch.__version__}.json"
+def probe_rank_base(device: str, cache_dir: Path) -> RankBase:
+    """The RSS (and its private part) of a fresh process that imported what a rank imports (and made a CUDA
+    context on GPU). Measured once per environment (torch version, device) and cached."""
+    cache = cache_dir / f"base_rank_{device}_torch{torch.__version__}.v2.json"
     if not cache.exists():
         out = subprocess.run(
             [sys.executable, "-c", BASE_PROBE.format(cuda=device == "cuda")], capture_output=True, text=True, check=True
@@ -139,8 +138,8 @@ def base_rank_bytes(device: str, cache_dir: Path) -> float:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(measured)
         except OSError:  # a read-only cache: measure again next time
-            return float(json.loads(measured)["rss"])
-    return float(json.loads(cache.read_text())["rss"])
+            return RankBase(**json.loads(measured))
+    return RankBase(**json.loads(cache.read_text()))
 
 
 def existing_checkpoints(settings: RunSettings) -> dict[str, Path | None]:
@@ -169,16 +168,17 @@ def target_machine(settings: RunSettings, device: str) -> Target:
     )
 
 
-def rank_base_bytes(target: Target, cache_dir: Path) -> float:
-    """A rank's RSS before any model on the target: probed here; planning GPU ranks from a host without a GPU adds
-    the host memory a CUDA context takes (CUDA_CONTEXT_HOST, measured on the H200)."""
+def rank_base(target: Target, cache_dir: Path) -> RankBase:
+    """A rank's footprint before any model on the target: probed here; planning GPU ranks from a host without a GPU
+    adds the host memory a CUDA context takes (CUDA_CONTEXT_HOST, measured on the H200)."""
     if target.device == "cuda" and not torch.cuda.is_available():
-        return base_rank_bytes("cpu", cache_dir) + CUDA_CONTEXT_HOST
-    return base_rank_bytes(target.device, cache_dir)
+        cpu = probe_rank_base("cpu", cache_dir)
+        return RankBase(cpu.rss + CUDA_CONTEXT_HOST, cpu.private + CUDA_CONTEXT_HOST)
+    return probe_rank_base(target.device, cache_dir)
 
 
 def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Target]:
     """Every usable loader's plan for this config, and the machine they are checked against."""
     target = target_machine(settings, device)
     shapes = role_shapes(settings, checkpoints)
-    return all_plans(settings, shapes, target, rank_base_bytes(target, Path(settings.model.cache_dir))), target
+    return all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir))), target

@@ -23,6 +23,14 @@ class RoleShape:
 
 
 @dataclass(frozen=True)
+class RankBase:
+    """A rank's footprint before any model (imports, CUDA context, comm buffers), as a probe process measures it."""
+
+    rss: float  # VmRSS: what its peak RSS starts from
+    private: float  # RssAnon: what it adds to the node's used memory (library code pages are page cache)
+
+
+@dataclass(frozen=True)
 class LoadContext:
     """One rank loading one role: the inputs of a loader's plan cost."""
 
@@ -68,7 +76,8 @@ class Plan:
     ranks: int
     device: str
     base_rank_gib: float
-    ranks_per_node: int = 0  # the ranks node figures sum (0 in plans recorded before machines: all of them)
+    ranks_per_node: int = 0
+    base_private_gib: float = 0.0  # the ranks node figures sum (0 in plans recorded before machines: all of them)
     stages: list[StagePlan] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,7 +86,15 @@ class Plan:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
         stages = [StagePlan(**st) for st in data.get("stages", [])]
-        return cls(data["loader"], data["ranks"], data["device"], data["base_rank_gib"], data.get("ranks_per_node", 0), stages)
+        return cls(
+            data["loader"],
+            data["ranks"],
+            data["device"],
+            data["base_rank_gib"],
+            data.get("ranks_per_node", 0),
+            data.get("base_private_gib", 0.0),
+            stages,
+        )
 
     def node_peak_gib(self) -> float:
         return max(st.node_peak_gib for st in self.stages)

@@ -22,7 +22,7 @@ def test_plan_command_marks_the_first_stage_that_does_not_fit(ckpt_cache: Path) 
     proc = plan_cli(ckpt_cache, "model=llama-13b", "gpus=8", "loader=naive")  # nothing generated or loaded
     assert proc.returncode == 1, proc.stderr[-2000:]
     table = proc.stdout
-    assert "plan: loader=naive, 8 rank(s) on cpu" in table and "capacity: host" in table
+    assert "plan: loader=naive, 8 rank(s) on cpu" in table and "machine: this host: 1 node(s) x 8 rank(s)" in table
     (misfit,) = [line for line in table.splitlines() if "does not fit" in line and "│" in line]
     assert "actor.load" in misfit  # 8 fp32 copies of a 13B actor: the first load already does not fit
     for loader in ("direct", "low_mem", "rank0_broadcast", "naive", "staggered"):

@@ -9,13 +9,13 @@ from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan.formulas import MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
 from rlhf_exp.plan.machine import Target, local_target
-from rlhf_exp.plan.terms import LoadContext, Plan, RoleShape
+from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RoleShape
 
 P = 1_000_000_000  # one billion parameters per role
 C = 2 * P  # an fp16 checkpoint
 T = 10_000_000  # LoRA + head
 LARGEST = 100_000_000
-BASE = 0.5 * GIB
+BASE = RankBase(rss=0.5 * GIB, private=0.3 * GIB)
 SHAPES = {
     role: RoleShape(P, T if role in ("actor", "critic") else 0, C, LARGEST) for role in ("actor", "ref", "critic", "reward")
 }
@@ -40,17 +40,17 @@ def test_naive_load_holds_an_fp32_model_and_the_read_on_every_rank_at_once(ranks
     plan = make_plan(settings, "naive", SHAPES, on("cpu", settings), BASE)
     load = stage(plan, "actor.load")
     assert load.rank_rise_gib == gib(4 * P + 2 * C)
-    assert load.node_peak_gib == gib(ranks * (BASE + 4 * P + 2 * C))
-    assert stage(plan, "dist_init").node_peak_gib == gib(ranks * BASE)
+    assert load.node_peak_gib == gib(ranks * (BASE.private + 4 * P + 2 * C))
+    assert stage(plan, "dist_init").node_peak_gib == gib(ranks * BASE.private)
 
 
 def test_staggered_node_peak_is_one_group_at_a_time() -> None:
     settings = compose_settings("gpus=4", "loader=staggered", "loader.group_size=2")
     load = stage(make_plan(settings, "staggered", SHAPES, on("cuda", settings), BASE), "actor.load")
     transient = 4 * P + 2 * C
-    assert load.node_peak_gib == gib(4 * BASE + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
+    assert load.node_peak_gib == gib(4 * BASE.private + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
     naive = stage(make_plan(settings, "naive", SHAPES, on("cuda", settings), BASE), "actor.load")
-    assert naive.node_peak_gib == gib(4 * BASE + 4 * transient)
+    assert naive.node_peak_gib == gib(4 * BASE.private + 4 * transient)
 
 
 def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_and_only_maps_the_host() -> None:
@@ -58,7 +58,7 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_and_only_maps_th
     plan = make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
     load = stage(plan, "actor.load")
     assert load.gpu_rank_gib == gib(2 * P)
-    assert load.node_peak_gib == gib(2 * BASE)  # mapped file pages are page cache, not used memory
+    assert load.node_peak_gib == gib(2 * BASE.private)  # mapped file pages are page cache, not used memory
     assert load.rank_rise_gib == gib(C)
 
 

@@ -11,14 +11,15 @@ from rlhf_exp.plan.advice import alternatives
 from rlhf_exp.plan.fit import all_plans, choose, first_misfit, usable_loaders
 from rlhf_exp.plan.inputs import role_shapes
 from rlhf_exp.plan.machine import declared_target
+from rlhf_exp.plan.terms import RankBase
 
-BASE_RSS = 0.5 * GIB  # a rank's footprint before any model, as plan.inputs.base_rank_bytes measures it
+BASE = RankBase(rss=0.5 * GIB, private=0.3 * GIB)  # a rank before any model, as plan.inputs.probe_rank_base measures it
 
 
 def plans_on(*overrides: str):
     settings = compose_settings(*overrides)
     target = declared_target(settings)
-    return settings, all_plans(settings, role_shapes(settings, {}), target, BASE_RSS), target
+    return settings, all_plans(settings, role_shapes(settings, {}), target, BASE), target
 
 
 def test_auto_picks_the_fastest_loader_that_fits_and_the_fit_check_names_it() -> None:
@@ -48,7 +49,7 @@ def test_issue_529_node_naive_fails_at_actor_load_and_the_advice_names_what_fits
     assert target.gpu_bytes == 80 * GIB and target.ranks_per_node == 8 and not target.read_here
     stage, memory, need, have = first_misfit(plans["naive"], target)
     assert (stage, memory) == ("actor.load", "host") and need > have == 450
-    advice = alternatives(settings, role_shapes(settings, {}), target, BASE_RSS)
+    advice = alternatives(settings, role_shapes(settings, {}), target, BASE)
     fits = [a for a in advice if a.loader]
     assert fits and all(a.gpu_device_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
     assert any(a.overrides.startswith("zero=stage3") for a in fits)
