@@ -2,7 +2,9 @@
 
 Measured rank rise = the largest over ranks of (the stage's VmHWM - the rank's RSS once dist_init is done),
 the same quantity as the plan's rank_rise_gib; node = the node's peak above the level before ranks started;
-GPU = torch.cuda's peak allocated on the largest rank, and NVML's peak of the device (one rank per GPU only).
+GPU = torch.cuda's peak allocated on the largest rank (the tolerance is checked on it), and NVML's peak of the
+device (one rank per GPU only; shown beside the plan's device figure, which is what the fit check compares with
+the card's memory).
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
         node = row.get("node_peak_gib")
         checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
         checks += [node is None or host_within(node, planned["node_peak_gib"])]
-        checks += [gpu_within(device, planned.get("gpu_device_gib", 0.0))]
         out.append(
             {
                 "stage": name,

@@ -47,9 +47,9 @@ ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (Dee
 # What the GPU holds beyond torch's allocations (compared with the card's memory): the CUDA context and the
 # caching allocator's reserve above the allocated peak. Fitted on the H200 (bench/results/h200-*: NVML used vs
 # torch.cuda peak allocated, every stage).
-CUDA_CONTEXT_GPU = 0.5 * GIB
+CUDA_CONTEXT_GPU = 1.75 * GIB  # NVML used at actor.load before torch allocates (h200-1gpu-plan)
 CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call minus before (probe_rank_base cuda - cpu)
-ALLOCATOR_RESERVE = 0.05
+ALLOCATOR_RESERVE = 0.10  # NVML peak - context over torch's peak: 8-14 % from reward.init on (h200-1gpu-plan)
 
 
 def _gib(n: float) -> float:

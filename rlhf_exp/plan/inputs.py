@@ -71,14 +71,22 @@ def _widths(config: PretrainedConfig) -> dict[str, int]:
     }
 
 
-def _largest_shard(checkpoint: Path | None, total: int) -> int:
-    """The largest weight file, or (not on disk) what generation writes: shards of at most SHARD_BYTES."""
+def _read_peak(checkpoint: Path | None, total: int) -> int:
+    """naive's read at its peak: max over shards of (bytes parsed so far, this one included, + this one's raw bytes).
+    Shards from the files, or (not on disk) as generation writes them: SHARD_BYTES each, the rest last."""
+    sizes: list[int] = []
     if checkpoint is not None:
         try:
-            return max(f.stat().st_size for f in weight_files(checkpoint))
+            sizes = [f.stat().st_size for f in weight_files(checkpoint)]
         except FileNotFoundError:
             pass
-    return min(total, SHARD_BYTES)
+    if not sizes:
+        sizes = [SHARD_BYTES] * (total // SHARD_BYTES) + ([total % SHARD_BYTES] if total % SHARD_BYTES else [])
+    done, peak = 0, 0
+    for size in sizes:
+        done += size
+        peak = max(peak, done + size)
+    return peak
 
 
 def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> dict[str, RoleShape]:
@@ -110,7 +118,8 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
             checkpoint_bytes=ckpt_bytes,
             largest_tensor=largest,
             **_widths(config),
-            largest_shard_bytes=_largest_shard(ckpt if ckpt is not None and ckpt.exists() else None, ckpt_bytes),
+            loaded_params=base,
+            read_peak_bytes=_read_peak(ckpt if ckpt is not None and ckpt.exists() else None, ckpt_bytes),
         )
     return shapes
 

@@ -17,22 +17,23 @@ def _on_place(ctx: LoadContext, nbytes: float) -> RankMemory:
 
 
 def naive(ctx: LoadContext) -> Cost:
-    """fp32 model (4P), the bytes read and the tensors parsed from them (2C); holds the fp32 model on the host."""
-    p = ctx.shape.params
-    return RankMemory(host_private=4 * p + 2 * ctx.shape.checkpoint_bytes), RankMemory(host_private=4 * p)
+    """fp32 model (4P), the private read at its peak: the tensors parsed so far and the raw bytes of the shard being
+    parsed (one shard's bytes at a time, not a second whole copy); holds the fp32 model on the host."""
+    p = ctx.shape.loaded
+    return RankMemory(host_private=4 * p + ctx.shape.read_peak), RankMemory(host_private=4 * p)
 
 
 def staggered(ctx: LoadContext) -> Cost:
     """As naive, but the rank casts and moves its model to its place before the next group starts."""
     transient, _ = naive(ctx)
-    return transient, _on_place(ctx, ctx.engine_bytes * ctx.shape.params)
+    return transient, _on_place(ctx, ctx.engine_bytes * ctx.shape.loaded)
 
 
 def low_mem(ctx: LoadContext) -> Cost:
     """Mapped pages count in RSS once touched: a dtype conversion reads them all (and holds a converted copy);
     otherwise the weights are the untouched, lazily read mapping itself until something reads them."""
     ckpt = ctx.shape.checkpoint_bytes
-    converted = ctx.engine_bytes * ctx.shape.params if ctx.convert else 0.0
+    converted = ctx.engine_bytes * ctx.shape.loaded if ctx.convert else 0.0
     read = RankMemory(host_private=converted, host_mapped=ckpt if ctx.convert else 0.0)
     return read, RankMemory(host_private=converted, lazy=0.0 if ctx.convert else ckpt)
 
@@ -41,7 +42,7 @@ def direct(ctx: LoadContext) -> Cost:
     """On CUDA: the checkpoint mapped on the host while eP is copied to the GPU. On CPU: low_mem."""
     if not ctx.on_gpu:
         return low_mem(ctx)
-    weights = ctx.engine_bytes * ctx.shape.params
+    weights = ctx.engine_bytes * ctx.shape.loaded
     return RankMemory(host_mapped=ctx.shape.checkpoint_bytes, gpu=weights), RankMemory(gpu=weights)
 
 
@@ -49,13 +50,13 @@ def rank0_broadcast(ctx: LoadContext) -> Cost:
     """Local rank 0 loads as low_mem; every other rank allocates eP on its place and receives it."""
     if ctx.local_rank == 0:
         return low_mem(ctx)
-    place = _on_place(ctx, ctx.engine_bytes * ctx.shape.params)
+    place = _on_place(ctx, ctx.engine_bytes * ctx.shape.loaded)
     return place, place
 
 
 def zero3_init(ctx: LoadContext) -> Cost:
     """The checkpoint mapped, the rank's partition eP/N filling on its place, plus the largest tensor gathered."""
     e, shape = ctx.engine_bytes, ctx.shape
-    part = _on_place(ctx, e * shape.params / ctx.ranks)
+    part = _on_place(ctx, e * shape.loaded / ctx.ranks)
     gathered = _on_place(ctx, e * shape.largest_tensor)
     return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)), part

@@ -19,7 +19,17 @@ class RoleShape:
     intermediate: int = 0  # the MLP's inner width
     vocab: int = 0
     kv_width: int = 0  # key/value heads x head dim (the KV cache's width per layer)
-    largest_shard_bytes: int = 0  # the largest weight file (naive holds its bytes while parsing it)
+    loaded_params: int = 0  # the checkpoint's model, as loaded (no LoRA, no value head); 0: params
+    read_peak_bytes: int = 0  # naive's private read at its peak: the shards parsed so far plus the raw bytes of the
+    # one being parsed, max over shards (0: 2C, as if one file)
+
+    @property
+    def loaded(self) -> int:
+        return self.loaded_params or self.params
+
+    @property
+    def read_peak(self) -> int:
+        return self.read_peak_bytes or 2 * self.checkpoint_bytes
 
 
 @dataclass(frozen=True)
