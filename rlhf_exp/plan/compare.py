@@ -16,6 +16,9 @@ from rlhf_exp.config.stages import DIST_INIT
 # host (rank and node): |measured - planned| <= max(HOST_REL_TOL x measured, HOST_ABS_TOL_GIB); README states the same
 HOST_REL_TOL = 0.10
 HOST_ABS_TOL_GIB = 0.5
+# Node figures of CPU runs are checked one way (never under-planned): there the node's used memory above the
+# baseline taken before ranks start moves by up to ~0.5 GiB between identical jobs (the previous job's processes
+# still releasing memory, page cache turning over on a 2-core box), the size of the ranks' whole base footprint.
 # GPU per rank: within GPU_REL_TOL of the measured (or GPU_ABS_TOL_GIB for stages that hold almost nothing)
 GPU_REL_TOL = 0.05
 GPU_ABS_TOL_GIB = 0.25
@@ -48,7 +51,10 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
         device = row.get("gpu_nvml_peak_gib") if one_rank_per_gpu else None
         node = row.get("node_peak_gib")
         checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
-        checks += [node is None or host_within(node, planned["node_peak_gib"])]
+        if node is not None and result.get("device") == "cuda":
+            checks.append(host_within(node, planned["node_peak_gib"]))
+        elif node is not None:  # CPU runs: never under-planned (see NODE_ONE_WAY)
+            checks.append(node <= planned["node_peak_gib"] + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB))
         out.append(
             {
                 "stage": name,
