@@ -123,7 +123,9 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
-        costs = [spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)) for r in range(local)]
+        costs = [
+            _with_adapters(spec, spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)), shape, e) for r in range(local)
+        ]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
@@ -135,6 +137,16 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             held = [h.plus(after) for h in held]
     return plan
+
+
+def _with_adapters(
+    spec: LoaderSpec, cost: tuple[RankMemory, RankMemory], shape: RoleShape, e: int
+) -> tuple[RankMemory, RankMemory]:
+    """The load stage also adds LoRA and the value head (params - loaded) beside the loaded weights, in their dtype."""
+    transient, after = cost
+    nbytes = (shape.params - shape.loaded) * (4 if spec.fp32_model else e)
+    added = RankMemory(gpu=nbytes) if after.gpu else RankMemory(host_private=nbytes)
+    return transient.plus(added), after.plus(added)
 
 
 def _gpu_device(allocated: float, on_gpu: bool) -> float:
