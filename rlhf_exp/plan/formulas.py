@@ -118,14 +118,14 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     n, local, on_gpu = settings.gpus, target.ranks_per_node, target.device == "cuda"
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
     g = min(settings.loader.group_size, local) if spec.takes_turns else local
+    staging = fast_read_staging(settings, target) if settings.loader.fast_read else 0.0
     plan = Plan(loader, n, target.device, _gib(base.rss), local, _gib(base.private))
     plan.stages.append(StagePlan(DIST_INIT, _gib(base.rss), 0.0, _gib(local * base.private), 0.0, _gpu_device(0.0, on_gpu)))
     held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
-        costs = [
-            _with_adapters(spec, spec.plan_cost(LoadContext(shape, e, convert, n, on_gpu, r)), shape, e) for r in range(local)
-        ]
+        contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging) for r in range(local)]
+        costs = [_with_adapters(spec, spec.plan_cost(ctx), shape, e) for ctx in contexts]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
@@ -137,6 +137,12 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             held = [h.plus(after) for h in held]
     return plan
+
+
+def fast_read_staging(settings: RunSettings, target: Target) -> float:
+    """Bytes of fast_read's buffers per rank: threads x 2 x chunk, with the loaders' own thread count."""
+    threads = settings.loader.read_threads or max(2, min(16, target.cores_per_node() // target.ranks_per_node))
+    return threads * 2 * settings.loader.chunk_mib * 2**20
 
 
 def _with_adapters(

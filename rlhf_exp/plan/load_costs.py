@@ -39,17 +39,21 @@ def low_mem(ctx: LoadContext) -> Cost:
 
 
 def direct(ctx: LoadContext) -> Cost:
-    """On CUDA: the checkpoint mapped on the host while eP is copied to the GPU. On CPU: low_mem."""
+    """On CUDA (fast_read): eP allocated on the GPU and filled through pinned staging buffers (host private), plus
+    as many device staging buffers when the dtype is converted; no file page is mapped. On CPU: low_mem."""
     if not ctx.on_gpu:
         return low_mem(ctx)
     weights = ctx.engine_bytes * ctx.shape.loaded
-    return RankMemory(host_mapped=ctx.shape.checkpoint_bytes, gpu=weights), RankMemory(gpu=weights)
+    if not ctx.staging_bytes:  # loader.fast_read=false: from_pretrained maps the file while it copies to the GPU
+        return RankMemory(host_mapped=ctx.shape.checkpoint_bytes, gpu=weights), RankMemory(gpu=weights)
+    staging = RankMemory(host_private=ctx.staging_bytes, gpu=ctx.staging_bytes if ctx.convert else 0.0)
+    return staging.plus(RankMemory(gpu=weights)), RankMemory(gpu=weights)
 
 
 def rank0_broadcast(ctx: LoadContext) -> Cost:
-    """Local rank 0 loads as low_mem; every other rank allocates eP on its place and receives it."""
+    """Local rank 0 loads as direct; every other rank allocates eP on its place and receives it."""
     if ctx.local_rank == 0:
-        return low_mem(ctx)
+        return direct(ctx)
     place = _on_place(ctx, ctx.engine_bytes * ctx.shape.loaded)
     return place, place
 

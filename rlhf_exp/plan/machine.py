@@ -6,11 +6,14 @@ Host figures are per node; `gpus` above one node's GPUs spans nodes, each holdin
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rlhf_exp.config.schema import ConfigError, RunSettings
 from rlhf_exp.config.units import GIB
+
+DECLARED_CORES_PER_GPU = 16  # DGX A100/H100/H200: 128 or more cores for 8 GPUs
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,10 @@ class Target:
     ranks_per_node: int
     ranks_per_gpu: int = 1
     read_here: bool = True  # figures read from this host, not declared
+    cores: int = 0  # CPU cores per node (0: DECLARED_CORES_PER_GPU x gpus_per_node)
+
+    def cores_per_node(self) -> int:
+        return self.cores or DECLARED_CORES_PER_GPU * self.gpus_per_node
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,4 +82,5 @@ def local_target(
     usable = (m.host_gib * GIB if m.host_gib else host_available) * settings.plan.host_fraction
     gpu = m.gpu_gib * GIB if m.gpu_gib else gpu_total
     ranks_per_gpu = math.ceil(ranks / gpus_visible) if device == "cuda" and gpus_visible and not m.gpus_per_node else 1
-    return Target(m.name, device, total, usable, gpu if device == "cuda" else None, per_node, nodes, ranks, ranks_per_gpu)
+    gpu = gpu if device == "cuda" else None
+    return Target(m.name, device, total, usable, gpu, per_node, nodes, ranks, ranks_per_gpu, True, os.cpu_count() or 1)

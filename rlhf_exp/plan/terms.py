@@ -50,6 +50,7 @@ class LoadContext:
     ranks: int  # N
     on_gpu: bool
     local_rank: int
+    staging_bytes: float = 0.0  # fast_read's buffers per rank: threads x 2 x chunk (pinned host; the GPU too when converting)
 
 
 @dataclass

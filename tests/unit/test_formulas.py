@@ -53,18 +53,21 @@ def test_staggered_node_peak_is_one_group_at_a_time() -> None:
     assert naive.node_peak_gib == gib(4 * BASE.private + 4 * transient)
 
 
-def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_and_only_maps_the_host() -> None:
-    settings = compose_settings("gpus=2", "dtype=bf16")
-    plan = make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
-    load = stage(plan, "actor.load")
-    assert load.gpu_rank_gib == gib(2 * P)
+def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_buffers() -> None:
+    settings = compose_settings("gpus=2", "dtype=bf16", "loader=direct", "loader.read_threads=4", "loader.chunk_mib=8")
+    load = stage(make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE), "actor.load")
+    staging = 4 * 2 * 8 * 2**20  # threads x two buffers x chunk, pinned; on the GPU too: fp16 -> bf16 is converted there
+    assert load.gpu_rank_gib == gib(2 * P + staging)
+    assert load.rank_rise_gib == gib(staging) and load.node_peak_gib == gib(2 * (BASE.private + staging))
+    library = compose_settings("gpus=2", "dtype=bf16", "loader=direct", "loader.fast_read=false")
+    load = stage(make_plan(library, "direct", SHAPES, on("cuda", library), BASE), "actor.load")
+    assert load.gpu_rank_gib == gib(2 * P) and load.rank_rise_gib == gib(C)  # from_pretrained maps the file
     assert load.node_peak_gib == gib(2 * BASE.private)  # mapped file pages are page cache, not used memory
-    assert load.rank_rise_gib == gib(C)
 
 
 def test_init_adds_the_fp32_master_of_the_trainable_parameters_divided_under_zero() -> None:
     for zero, divisor in (("stage0", 1), ("stage2", 2)):
-        settings = compose_settings("gpus=2", f"zero={zero}")
+        settings = compose_settings("gpus=2", f"zero={zero}", "loader=direct", "loader.fast_read=false")  # no staging
         plan = make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
         grew = stage(plan, "actor.init").gpu_rank_gib - stage(plan, "actor.load").gpu_rank_gib
         assert grew == pytest.approx(gib(2 * MASTER_BYTES_PER_TRAINABLE * T / divisor), abs=1e-3), zero
