@@ -49,3 +49,25 @@ def test_watchdog_stops_the_job_before_the_oom_killer(run_app: RunApp) -> None:
     assert failure["process"] == "watchdog" and failure["rank"] is None and failure["stage"]
     assert "watchdog: node memory" in failure["reason"] and "watcher.max_node_fraction" in failure["reason"]
     assert result["samples"] > 0
+
+
+def test_plan_json_for_the_issue_529_node_from_a_machine_without_a_gpu(ckpt_cache: Path) -> None:
+    """DeepSpeedExamples 529: 8 x A100-80G with 500 GiB of host, 13B actor / 7B critic, LoRA r128, ZeRO-2."""
+    import json
+
+    job = ("machine=a100-80g-8x", "machine.host_gib=500", "gpus=8", "model=llama-13b", "lora=r128", "zero=stage2")
+    proc = plan_cli(ckpt_cache, "--json", *job, "loader=naive")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout[proc.stdout.index("{") :])
+    assert doc["machine"]["name"] == "a100-80g-8x" and doc["machine"]["device"] == "cuda" and not doc["machine"]["read_here"]
+    assert doc["first_misfit"]["stage"] == "actor.load" and doc["first_misfit"]["memory"] == "host"
+    assert doc["first_misfit"]["capacity_gib"] == 450.0  # 500 GiB x plan.host_fraction
+    stages = [st["stage"] for st in doc["plan"]["stages"]]
+    assert stages[-4:] == ["ppo1.generate", "ppo1.score", "ppo1.train_actor", "ppo1.train_critic"]
+    fits = [alt for alt in doc["alternatives"] if alt["loader"]]
+    assert fits and all(alt["node_peak_gib"] <= 450 and alt["gpu_device_gib"] <= 80 for alt in fits)
+    table = plan_cli(ckpt_cache, *job, "loader=naive").stdout  # the same, as the table
+    assert "does not fit (host)" in table and "loaders that fit:" in table and "fits: node peak" in table
+    one_gpu = plan_cli(ckpt_cache, "--json", "machine=a100-80g-8x", "gpus=1", "model=llama-13b", "lora=r128", "loader=direct")
+    doc = json.loads(one_gpu.stdout[one_gpu.stdout.index("{") :])
+    assert doc["first_misfit"]["memory"] == "GPU" and doc["first_misfit"]["stage"].startswith(("ppo1.", "reward.", "critic."))
