@@ -73,7 +73,7 @@ def main() -> None:
     if args.replan:
         text = "Plans recomputed with the current formulas (--replan). " + text
     for sweep in args.sweeps:
-        files = sorted(sweep.glob("**/result.json")) or sorted(f for f in sweep.glob("*.json") if f.name[0].isdigit())
+        files = sorted(sweep.glob("**/result.json")) or sorted(f for f in sweep.glob("*.json") if f.stem != "time_to_engine")
         for f in files:
             result = json.loads(f.read_text())
             text += job_table(replan(result) if args.replan else result) + "\n"

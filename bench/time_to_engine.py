@@ -195,12 +195,15 @@ def main() -> None:
 
 
 def ship(rows: list[dict], command: str, device: str) -> None:
-    """Merge this run's seconds per GiB into the shipped file (a run under ZeRO-3 adds zero3_init to one under ZeRO-2)."""
+    """Merge this run's seconds per GiB into the shipped file (a run under ZeRO-3 adds zero3_init to one under ZeRO-2;
+    --ship on another device starts the file afresh)."""
     shipped = json.loads(SPEED_FILE.read_text()) if SPEED_FILE.exists() else {}
     if shipped.get("device") != device:
         shipped = {}
     speed = shipped.get("seconds_per_gib", {})
-    speed.update({r["loader"]: r["s_per_gib"] for r in rows if ":" not in r["loader"]})
+    for r in rows:  # a loader keeps the figure of the first run that timed it (a ZeRO-3 run adds zero3_init)
+        if ":" not in r["loader"]:
+            speed.setdefault(r["loader"], r["s_per_gib"])
     commands = [c for c in shipped.get("commands", []) if c != command] + [command]
     SPEED_FILE.write_text(json.dumps({"device": device, "commands": commands, "seconds_per_gib": speed}, indent=1) + "\n")
     print(f"wrote {SPEED_FILE}")

@@ -6,6 +6,7 @@ previous run's records.
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from rlhf_exp.config.schema import RunSettings, to_plain
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.device import resolve_device
 from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.memory.kernel import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
 from rlhf_exp.plan.inputs import plans_here
 
@@ -74,6 +76,8 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
     check_role_configs(settings, device)
     checkpoints = prepare_checkpoints(settings)
     settings, plan = plan_job(settings, device, checkpoints)
+    gc.collect()
+    release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
     spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)
     job_dir.clear()
     job_dir.write_plan(plan)

@@ -7,7 +7,6 @@ starts, so the node's transient peak is one group's instead of every rank's.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import math
 
@@ -16,16 +15,7 @@ from torch import nn
 
 from rlhf_exp.loaders.base import LoadRequest, node_local_rank, node_world_size
 from rlhf_exp.loaders.naive import load_naive
-
-
-def release_freed_heap() -> None:
-    """Hand the freed fp32 model and read buffer back to the kernel before the next group starts: glibc keeps
-    freed heap pages in its arenas, where the node still counts them as used (seen on CPU runs, where the next
-    group's transient then landed on top of them)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
+from rlhf_exp.memory.kernel import release_freed_heap
 
 
 def load_staggered(request: LoadRequest) -> nn.Module:
@@ -38,7 +28,7 @@ def load_staggered(request: LoadRequest) -> nn.Module:
             for param in model.parameters():  # as deepspeed.initialize casts: parameters only, fp32 buffers
                 param.data = param.data.to(request.dtype)  # (rotary inv_freq) stay fp32, or RoPE loses precision
             gc.collect()
-            release_freed_heap()
+            release_freed_heap()  # the freed fp32 model leaves the node's used memory before the next group loads
         if dist.is_initialized():
             dist.barrier()  # the next group starts only when this one's weights are off the host
     assert model is not None

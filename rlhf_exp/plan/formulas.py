@@ -48,7 +48,22 @@ ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (Dee
 # caching allocator's reserve above the allocated peak. Fitted on the H200 (bench/results/h200-*: NVML used vs
 # torch.cuda peak allocated, every stage).
 CUDA_CONTEXT_GPU = 1.75 * GIB  # NVML used at actor.load before torch allocates (h200-1gpu-plan)
-CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call minus before (probe_rank_base cuda - cpu)
+CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call, less before (probe_rank_base cuda - cpu)
+# host memory a GPU rank keeps once its first engine is initialised (CUDA runtime, NCCL, DeepSpeed state): node
+# figures of direct at gpus=1 on the H200 (h200-7b-zero2: 0.92-0.96 GiB at init stages vs 0.71 without it)
+CUDA_RUNTIME_HOST = 0.25 * GIB
+# glibc keeps a share of the largest host transient in its arenas after it is freed; seen in the PPO stages of
+# naive (39 GiB transient, 0.6 GiB kept) and low_mem (25 GiB, ~0.3 GiB) on the H200 (h200-7b-zero2)
+HEAP_KEPT = 0.015
+# and, after naive's fp32 host models, node memory outside the rank's RSS in the PPO stages: 1.8-2.1 GiB above the
+# rest after a 39 GiB transient (h200-7b-zero2 naive)
+NODE_KEPT_FP32 = 0.05
+# deepspeed.initialize of a ZeRO-3 train role on a GPU rank: host transient of partitioning (h200-7b-zero3: VmHWM
+# rise 0.91 / 0.99 GiB at actor.init / critic.init)
+ZERO3_INIT_HOST = 0.7 * GIB
+# node memory outside the ranks' RSS that a GPU rank's ZeRO-3 work adds (driver allocations behind DeepSpeed's
+# partitioning and gathering), h200-7b-zero3: node 0.8 GiB above the rest from the first ZeRO-3 init on
+ZERO3_DRIVER_HOST = 0.8 * GIB  # (zero3_init's load stages: load_costs.ZERO3_INIT_LOAD_DRIVER_HOST)
 ALLOCATOR_RESERVE = 0.10  # NVML peak - context over torch's peak: 8-14 % from reward.init on (h200-1gpu-plan)
 
 
@@ -77,6 +92,7 @@ def init_cost(
     optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
     # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
     bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
+    partitioning = ZERO3_INIT_HOST if train and zero == 3 and on_gpu else 0.0
     weights = e * p / n if zero == 3 and not spec.partitioned else None
     if on_gpu and offload:  # DeepSpeed keeps the optimizer (and under ZeRO-3 the parameters) in host memory
         on_host = optimizer + (weights or 0.0)
@@ -90,7 +106,9 @@ def init_cost(
         gpu = weights if weights is not None else (held.gpu or e * p)
         after = RankMemory(gpu=gpu + optimizer + bucket)
         moving = RankMemory(
-            held.host_private + e * shape.largest_tensor, held.host_mapped + held.lazy, max(held.gpu, after.gpu + optimizer)
+            held.host_private + e * shape.largest_tensor + partitioning,
+            held.host_mapped + held.lazy,
+            max(held.gpu, after.gpu + optimizer),
         )
         return moving, after
     touched = held.lazy if n > 1 else 0.0
@@ -130,9 +148,24 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
         costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r, offload) for r in range(local)]
+        earlier = settings.roles[: settings.roles.index(role)]
+        first_zero3 = zero == 3 and all(role_stage(getattr(settings.zero, r)) != 3 for r in earlier)
+        runtime = RankMemory(  # what a GPU rank's runtime adds once, from this init on
+            host_private=CUDA_RUNTIME_HOST if on_gpu and not earlier else 0.0,
+            host_outside=ZERO3_DRIVER_HOST if on_gpu and first_zero3 else 0.0,
+        )
+        # the ZeRO-3 driver share shows during init when the load already partitioned (zero3_init), after it otherwise
+        during = runtime if spec.partitioned else RankMemory(host_private=runtime.host_private)
+        costs = [(t.plus(during), after.plus(runtime)) for t, after in costs]
         _add_stage(plan, engine_stage(role, "init"), held, costs, base, local, on_gpu)  # counts the loaded model
         held = [held[r].plus(costs[r][1]) for r in range(local)]
     if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
+        largest = max(st.rank_rise_gib for st in plan.stages) * GIB
+        kept = RankMemory(
+            host_private=HEAP_KEPT * largest if on_gpu else 0.0,
+            host_outside=NODE_KEPT_FP32 * largest if on_gpu and spec.fp32_model else 0.0,
+        )
+        held = [h.plus(kept) for h in held]
         for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             held = [h.plus(after) for h in held]
@@ -175,9 +208,9 @@ def _add_stage(
     n = len(held)
     peaks = [held[r].plus(costs[r][0]) for r in range(n)]
     rank_rise = max(p.host_private + p.host_mapped for p in peaks)
-    before_private = sum(h.host_private for h in held)
-    transient_private = [costs[r][0].host_private for r in range(n)]
-    done = [costs[r][1].host_private for r in range(n)]
+    before_private = sum(h.host_private + h.host_outside for h in held)
+    transient_private = [costs[r][0].host_private + costs[r][0].host_outside for r in range(n)]
+    done = [costs[r][1].host_private + costs[r][1].host_outside for r in range(n)]
     # one group at a time; the groups before it hold what they keep (one group of N: everyone at once)
     node = max(
         before_private + sum(transient_private[t * group : (t + 1) * group]) + sum(done[: t * group])

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from rlhf_exp.plan.terms import LoadContext, RankMemory
 
+# node memory outside the rank's RSS while zero.Init partitions on a GPU (h200-7b-zero3: 0.9-1.3 GiB at each load stage)
+ZERO3_INIT_LOAD_DRIVER_HOST = 0.9 * 2**30
+
 Cost = tuple[RankMemory, RankMemory]
 
 
@@ -63,4 +66,5 @@ def zero3_init(ctx: LoadContext) -> Cost:
     e, shape = ctx.engine_bytes, ctx.shape
     part = _on_place(ctx, e * shape.loaded / ctx.ranks)
     gathered = _on_place(ctx, e * shape.largest_tensor)
-    return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)), part
+    driver = RankMemory(host_outside=ZERO3_INIT_LOAD_DRIVER_HOST if ctx.on_gpu else 0.0)
+    return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)).plus(driver), part

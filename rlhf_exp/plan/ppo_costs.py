@@ -17,13 +17,17 @@ Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see
 from __future__ import annotations
 
 from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
-from rlhf_exp.config.units import DTYPE_BYTES
+from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.plan.terms import RankMemory, RoleShape
 
 # activation bytes saved per token and layer for backward, in engine-dtype units of h and of i (Llama-style block:
 # norms, q/k/v/o inputs, the attention output, gate/up/down inputs and outputs; LoRA dropout copies of inputs)
-ACT_H = 28
-ACT_I = 10
+ACT_H = 10  # fitted on bench/results/h200-7b-ppo-long (llama-7b pair, 4 x 1024 tokens): 76.6 GiB measured at
+ACT_I = 2.2  # train_actor, 75.9 planned; short sequences (h200-7b-zero2, 32 tokens) are dominated by the optimizer
+# host memory of a GPU rank during the PPO parts (cuBLAS/NCCL host state, generation's bookkeeping), measured on the
+# H200 with direct at gpus=1 (h200-7b-zero2: VmHWM rise 0.69 / 0.77 / 1.01 GiB, less CUDA_RUNTIME_HOST)
+PPO_HOST_GIB = {"generate": 0.45, "score": 0.5, "train_actor": 0.75, "train_critic": 0.75}
+PPO_HOST_PER_TOKEN = 128 << 10  # and more with the batch's tokens: +0.5 GiB at 4 x 1024 tokens (h200-7b-ppo-long)
 ADAM_BYTES = 8  # m and v, fp32
 FP32 = 4
 
@@ -61,9 +65,13 @@ def ppo_costs(
     score = 2 * tokens * actor.vocab * e + 2 * FP32 * tokens * actor.vocab
     actor_step, actor_held = _train(actor, e, settings.zero.actor, n, tokens, actor.vocab, on_gpu)
     critic_step, critic_held = _train(critic, e, settings.zero.critic, n, tokens, 1, on_gpu)
-    return [
+    parts = [
         ("generate", _place(kv_cache + prefill, on_gpu), RankMemory()),
         ("score", _place(score, on_gpu), RankMemory()),
         ("train_actor", actor_step, actor_held),
         ("train_critic", critic_step, critic_held),
     ]
+    if not on_gpu:
+        return parts
+    host = [PPO_HOST_GIB[part] * GIB + tokens * PPO_HOST_PER_TOKEN for part, _, _ in parts]
+    return [(part, t.plus(RankMemory(host_private=h)), after) for (part, t, after), h in zip(parts, host, strict=True)]

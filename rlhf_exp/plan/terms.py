@@ -61,6 +61,7 @@ class RankMemory:
     host_mapped: float = 0.0  # file pages mapped and read: in the rank's RSS, not in the node's used memory
     gpu: float = 0.0
     lazy: float = 0.0  # weights that are a file mapping nobody has read yet: no RSS until touched
+    host_outside: float = 0.0  # node memory the rank causes outside its RSS (the GPU driver's host allocations)
 
     def plus(self, other: RankMemory) -> RankMemory:
         return RankMemory(
@@ -68,6 +69,7 @@ class RankMemory:
             self.host_mapped + other.host_mapped,
             self.gpu + other.gpu,
             self.lazy + other.lazy,
+            self.host_outside + other.host_outside,
         )
 
 
