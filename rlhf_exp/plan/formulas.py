@@ -1,34 +1,46 @@
-"""The memory planner: per-stage memory predicted from shapes, dtypes, ZeRO, LoRA, loader and rank count.
+"""The memory planner: per-stage memory predicted from shapes, dtypes, ZeRO, LoRA, loader, ranks and machine.
 
-All formulas live here; each loader's load cost is a function in plan/load_costs.py, named by its
-declaration in loaders/registry.py. Per role: P parameters (model + LoRA + value head), T trainable, C checkpoint
-bytes, e engine-dtype bytes, c checkpoint-dtype bytes, N ranks, Z the role's ZeRO stage, g the
-staggered group size. "place" is where a rank's weights end up: the host on CPU, the GPU on CUDA.
+All formulas live here; each loader's load cost is a function in plan/load_costs.py, named by its declaration in
+loaders/registry.py, and the PPO step's in plan/ppo_costs.py. Per role: P parameters as loaded (no LoRA, no value
+head), A the adapters added after loading (LoRA + value head), T trainable, C checkpoint bytes, R naive's read peak
+(max over shards of the bytes parsed so far plus the shard's raw bytes), e engine-dtype bytes, N ranks of the job,
+L ranks of one node (target machine), Z the role's ZeRO stage, g the staggered group size, S fast_read's buffers
+(threads x 2 x chunk). "place" is where a rank's weights end up: the host on CPU, the GPU on CUDA. The runs named
+below are under bench/results/ (h200-7b-*: llama-7b pair on one H200, 2026-12-03; h200-1gpu-plan: 2026-12-02).
 
-load (transient above what the rank held before; what it holds after)
-  naive            4P + 2C private (fp32 model, the bytes read, the tensors parsed); holds 4P on the host
+load (transient above what the rank held before; what it holds after); the adapters, eA (fp32 after naive), are
+added on the weights' place in the same stage
+  naive            4P + R private (fp32 model, zero-filled; the private read one shard's bytes at a time, not a
+                   second whole copy: h200-7b-zero2 38.8 GiB measured, 40.3 planned); holds 4P on the host
   staggered        as naive, but holds eP on its place after its turn; node: g ranks at once
   low_mem          eP private and C mapped (read, so in RSS) when the dtypes differ (a converted copy);
                    nothing when they match (the weights are the mapping, untouched until a forward pass)
-  direct           low_mem on CPU; on CUDA: C mapped on the host, eP on the GPU
-  rank0_broadcast  local rank 0 as low_mem; every other rank eP private on its place
-  zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered
+  direct           low_mem on CPU; on CUDA, fast_read: S pinned on the host (and S on the GPU when converting) while
+                   eP fills on the GPU, no page mapped; loader.fast_read=false: C mapped on the host, eP on the GPU
+  rank0_broadcast  local rank 0 as direct; every other rank eP private on its place
+  zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered,
+                   plus ZERO3_INIT_LOAD_DRIVER_HOST of node memory outside the rank on a GPU
 init (deepspeed.initialize)
   broadcast        with N > 1, weights still an unread mapping are read by rank 0 (C into its RSS) and written by the
                    others (C private each, copy-on-write)
   weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
                    under ZeRO-3 a rank keeps eP/N
-  optimizer        4T bytes held (the fp32 master copy; DeepSpeed flattens it through a second 4T transient),
-                   divided by N for ZeRO >= 1. Adam's m and v and the fp32 gradients (12T more) appear at the first
-                   step, not at init (measured on the H200: bench/results/h200-1gpu-plan). ZeRO-3 train roles on
-                   a GPU also hold DeepSpeed's gradient bucket: reduce_bucket_size (5e8) x e bytes
-PPO stages are not planned (activation memory depends on generation lengths and kernels).
+  optimizer        4T bytes held (the fp32 master copy), divided by N for ZeRO >= 1; Adam's m and v and the fp32
+                   gradients appear at the first step (ppo_costs). ZeRO-3 train roles on a GPU also hold DeepSpeed's
+                   gradient bucket, reduce_bucket_size (5e8) x e, and pass ZERO3_INIT_HOST of host transient
+  offload          the optimizer (and under ZeRO-3 the weights' partition) in host memory instead of the GPU
+  GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank; with ZeRO-3, ZERO3_DRIVER_HOST of node
+                   memory outside the rank's RSS
+PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ranks also a host share per part,
+and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
+outside the rank, after naive's fp32 models).
 
-A rank's planned peak in a stage = base (the RSS of a process that imported the rank's libraries,
-measured once: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
-The node's = N x base RSS (a rank's libraries, its shared-memory comm buffers and kernel overhead count
-node-wide too) + the sum over ranks of private held + transient (file pages excluded: the kernel counts
-page cache as available).
+A rank's planned peak in a stage = base RSS (a probe process that imported the rank's libraries and, on GPU,
+made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
+The node's = L x the base's private part (library pages are page cache) + the sum over the node's ranks of
+private held + transient + memory outside the ranks (file pages excluded: the kernel counts page cache as
+available). GPU: torch's allocations per rank; what the device holds adds the allocator's reserve
+(ALLOCATOR_RESERVE) and the CUDA context (CUDA_CONTEXT_GPU), compared with the card's memory by the fit check.
 """
 
 from __future__ import annotations
