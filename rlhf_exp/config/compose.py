@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 CONF_DIR = Path(str(files("rlhf_exp.config") / "conf"))
 CONFIG_NAME = "config"
-GROUPS = ("model", "zero", "lora", "loader")  # the config groups a user picks from
+GROUPS = ("model", "zero", "lora", "loader", "machine")  # the config groups a user picks from
 
 
 def config_digest(overrides: str) -> str:

@@ -77,7 +77,7 @@ LOADERS: dict[str, LoaderSpec] = {
         ),
         LoaderSpec(
             "direct",
-            "from_pretrained with device_map: mapped file straight to the rank's device",
+            "straight onto the rank's device: parallel pinned reads on a GPU (from_pretrained with device_map: fast_read=false)",
             "rlhf_exp.loaders.pretrained:load_direct",
             plan_cost=load_costs.direct,
         ),
