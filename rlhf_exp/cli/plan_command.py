@@ -47,12 +47,9 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Tar
     from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes, target_machine
 
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")  # no accelerator probe
-    if settings.machine.name == "local":
-        device, _ = resolve_device(settings)
-    else:  # a declared node: its GPUs, whatever this host has
-        device = "cpu" if settings.device == "cpu" or settings.machine.gpu_gib is None else "cuda"
-    check_role_configs(settings, device)
-    target = target_machine(settings, device)
+    # a declared node has its own GPUs, whatever this host has
+    target = target_machine(settings, resolve_device(settings)[0] if settings.machine.name == "local" else None)
+    check_role_configs(settings, target.device)
     shapes = role_shapes(settings, existing_checkpoints(settings))
     base = rank_base(target, Path(settings.model.cache_dir))
     return settings, all_plans(settings, shapes, target, base), target, lambda: alternatives(settings, shapes, target, base)
@@ -65,8 +62,10 @@ Nothing is loaded or generated. Takes the job's overrides (python -m rlhf_exp --
 --json prints the same as one JSON document. Exit 0 when the plan fits, 1 when not."""
 
 
-def report(settings: RunSettings, plans: dict[str, Plan], target: Target, alternatives: list[Alternative]) -> dict[str, Any]:
-    """The plan as data: what --json prints and the table shows."""
+def report(
+    settings: RunSettings, plans: dict[str, Plan], target: Target, advise: Callable[[], list[Alternative]]
+) -> dict[str, Any]:
+    """The plan as data: what --json prints and the table shows (the alternatives only when it does not fit)."""
     from rlhf_exp.plan.fit import first_misfit, pick
 
     name = pick(settings, plans, target)
@@ -88,7 +87,7 @@ def report(settings: RunSettings, plans: dict[str, Plan], target: Target, altern
         **verdict(plans[name]),
         "plan": plans[name].to_dict(),
         "loaders": {other: verdict(plan) for other, plan in plans.items()},
-        "alternatives": [asdict(a) for a in alternatives] if misfit else [],
+        "alternatives": [asdict(a) for a in advise()] if misfit else [],
     }
 
 
@@ -138,10 +137,7 @@ def main(overrides: list[str]) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from rlhf_exp.plan.fit import first_misfit, pick
-
-    misfit = first_misfit(plans[pick(settings, plans, target)], target)
-    doc = report(settings, plans, target, advise() if misfit else [])
+    doc = report(settings, plans, target, advise)
     if as_json:
         print(json.dumps(doc, indent=1))
     else:

@@ -110,6 +110,10 @@ class LoaderSettings(Strict):
     read_threads: int = Field(default=0, ge=0, le=256)  # fast_read's reading threads per rank; 0: the node's cores / ranks
     chunk_mib: int = Field(default=16, gt=0, le=4096)  # fast_read's chunk (two pinned buffers of it per thread)
 
+    def threads_per_rank(self, cores: int, ranks_per_node: int) -> int:
+        """fast_read's threads: read_threads, or the rank's share of the node's cores (its ranks read at once), 2-16."""
+        return self.read_threads or max(2, min(16, cores // ranks_per_node))
+
 
 class TrainSettings(Strict):
     micro_batch_size: int = Field(gt=0)
@@ -146,10 +150,6 @@ class MachineSettings(Strict):
     gpu_gib: float | None = Field(default=None, gt=0)  # per GPU
     gpus_per_node: int | None = Field(default=None, gt=0)
     nodes: int | None = Field(default=None, gt=0)
-
-    def is_local(self) -> bool:
-        """Nothing declared: every figure is read from this host."""
-        return self.name == "local" and self.host_gib is None and self.gpu_gib is None and self.gpus_per_node is None
 
 
 class PlanSettings(Strict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,7 +28,7 @@ class LoadRequest:
     ds_config: dict[str, Any]  # the role's DeepSpeed config (for partitioned loading)
     group_size: int = 1  # ranks loading at once, for strategies that take turns
     fast_read: bool = True  # see LoaderSettings
-    read_threads: int = 0
+    read_threads: int = 2  # fast_read's threads (LoaderSettings.threads_per_rank)
     chunk_bytes: int = 16 << 20
 
 
@@ -54,11 +55,17 @@ def node_world_size() -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
 
 
-def empty_model(request: LoadRequest) -> nn.Module:
-    """The role's model in the engine dtype with its parameters on the meta device (nothing allocated, nothing
-    initialised) and its buffers real (rotary tables are computed in __init__, not loaded)."""
+def uninitialised_model(request: LoadRequest, dtype: torch.dtype, on_meta: bool) -> nn.Module:
+    """The role's model built from its config.json without weight init (the checkpoint fills every weight):
+    parameters on the meta device (nothing allocated) or allocated and untouched; buffers real either way (rotary
+    tables are computed in __init__, not loaded)."""
     config = AutoConfig.from_pretrained(request.checkpoint)
-    with no_init_weights(), init_empty_weights():
-        model = model_class(request).from_config(config, dtype=request.dtype)
+    with no_init_weights(), init_empty_weights() if on_meta else nullcontext():
+        model = model_class(request).from_config(config, dtype=dtype)
     model.tie_weights()  # transformers ties inside init_weights, which no_init_weights skips
     return model
+
+
+def empty_model(request: LoadRequest) -> nn.Module:
+    """The role's model in the engine dtype, its parameters on the meta device."""
+    return uninitialised_model(request, request.dtype, on_meta=True)

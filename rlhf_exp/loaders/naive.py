@@ -15,20 +15,17 @@ from __future__ import annotations
 import torch
 from torch import nn
 from transformers import AutoConfig
-from transformers.initialization import no_init_weights
 
-from rlhf_exp.loaders.base import LoadRequest, model_class
+from rlhf_exp.loaders.base import LoadRequest, model_class, uninitialised_model
 from rlhf_exp.loaders.state_dict import load_into, read_private_state_dict
 
 
 def fp32_model(request: LoadRequest, random_init: bool = False) -> nn.Module:
     """The role's model in fp32 with every page written: zeros, or (random_init) the library's own init."""
-    config = AutoConfig.from_pretrained(request.checkpoint)
     if random_init:
+        config = AutoConfig.from_pretrained(request.checkpoint)
         return model_class(request).from_config(config, dtype=torch.float32)
-    with no_init_weights():
-        model = model_class(request).from_config(config, dtype=torch.float32)  # no dtype given in 2023: fp32
-    model.tie_weights()  # transformers ties inside init_weights, which no_init_weights skips
+    model = uninitialised_model(request, torch.float32, on_meta=False)  # no dtype given in 2023: fp32
     with torch.no_grad():
         for param in model.parameters():
             param.zero_()  # a multi-threaded memset: the pages are resident, as after an init

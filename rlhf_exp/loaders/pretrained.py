@@ -11,13 +11,11 @@ library's path, kept for comparison: bench/time_to_engine.py). On CPU ranks the 
 
 from __future__ import annotations
 
-import os
-
 from torch import nn
 
 from rlhf_exp.checkpoints.fast_read import read_safetensors
 from rlhf_exp.checkpoints.files import weight_files
-from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class, node_world_size
+from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class
 from rlhf_exp.loaders.state_dict import assign_weights
 
 
@@ -25,18 +23,11 @@ def load_low_mem(request: LoadRequest) -> nn.Module:
     return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype)
 
 
-def read_threads(request: LoadRequest) -> int:
-    """The configured count, or this rank's share of the node's cores (the node's ranks read at once)."""
-    if request.read_threads:
-        return request.read_threads
-    return max(2, min(16, (os.cpu_count() or 2) // node_world_size()))
-
-
 def load_fast(request: LoadRequest) -> nn.Module:
     """The model on the meta device, its weights read by fast_read onto the rank's device and assigned."""
     model = empty_model(request)
     state = read_safetensors(
-        weight_files(request.checkpoint), request.device, request.dtype, read_threads(request), request.chunk_bytes
+        weight_files(request.checkpoint), request.device, request.dtype, request.read_threads, request.chunk_bytes
     )
     assign_weights(model, state)
     return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it

@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 
 from rlhf_exp.config.schema import RunSettings
+from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.fit import all_plans, pick
 from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes
 from rlhf_exp.plan.machine import Target
@@ -23,8 +24,8 @@ MARGIN_GIB = 1.0
 def node_memory_request_mib(settings: RunSettings, device: str, nodes: int, ranks_per_node: int) -> int:
     """MiB of host memory to ask per node for a job of `settings` split as the launcher splits it."""
     m = settings.machine
-    host = (m.host_gib or math.inf) * 2**30
-    gpu = m.gpu_gib * 2**30 if device == "cuda" and m.gpu_gib else None
+    host = (m.host_gib or math.inf) * GIB
+    gpu = m.gpu_gib * GIB if device == "cuda" and m.gpu_gib else None
     # capacity only steers loader=auto; unknown until the job lands on a node, so the declared machine or unlimited
     target = Target(
         m.name, device, host, host * settings.plan.host_fraction, gpu, ranks_per_node, nodes, ranks_per_node, 1, False

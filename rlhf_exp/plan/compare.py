@@ -53,7 +53,7 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
         checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
         if node is not None and result.get("device") == "cuda":
             checks.append(host_within(node, planned["node_peak_gib"]))
-        elif node is not None:  # CPU runs: never under-planned (see NODE_ONE_WAY)
+        elif node is not None:  # CPU runs: one way, never under-planned (see above)
             checks.append(node <= planned["node_peak_gib"] + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB))
         out.append(
             {

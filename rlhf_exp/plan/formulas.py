@@ -186,7 +186,7 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
 
 def fast_read_staging(settings: RunSettings, target: Target) -> float:
     """Bytes of fast_read's buffers per rank: threads x 2 x chunk, with the loaders' own thread count."""
-    threads = settings.loader.read_threads or max(2, min(16, target.cores_per_node() // target.ranks_per_node))
+    threads = settings.loader.threads_per_rank(target.cores_per_node(), target.ranks_per_node)
     return threads * 2 * settings.loader.chunk_mib * 2**20
 
 
@@ -220,9 +220,10 @@ def _add_stage(
     n = len(held)
     peaks = [held[r].plus(costs[r][0]) for r in range(n)]
     rank_rise = max(p.host_private + p.host_mapped for p in peaks)
-    before_private = sum(h.host_private + h.host_outside for h in held)
-    transient_private = [costs[r][0].host_private + costs[r][0].host_outside for r in range(n)]
-    done = [costs[r][1].host_private + costs[r][1].host_outside for r in range(n)]
+    gpu = max(p.gpu for p in peaks)
+    before_private = sum(h.node_bytes() for h in held)
+    transient_private = [transient.node_bytes() for transient, _ in costs]
+    done = [after.node_bytes() for _, after in costs]
     # one group at a time; the groups before it hold what they keep (one group of N: everyone at once)
     node = max(
         before_private + sum(transient_private[t * group : (t + 1) * group]) + sum(done[: t * group])
@@ -234,7 +235,7 @@ def _add_stage(
             rank_peak_gib=_gib(base.rss + rank_rise),
             rank_rise_gib=_gib(rank_rise),
             node_peak_gib=_gib(n * base.private + node),
-            gpu_rank_gib=_gib(max(p.gpu for p in peaks)),
-            gpu_device_gib=_gpu_device(max(p.gpu for p in peaks), on_gpu),
+            gpu_rank_gib=_gib(gpu),
+            gpu_device_gib=_gpu_device(gpu, on_gpu),
         )
     )

@@ -13,7 +13,7 @@ from torch import nn
 from transformers import PretrainedConfig
 
 from rlhf_exp.checkpoints.architecture import supported_config
-from rlhf_exp.checkpoints.files import weight_bytes, weight_files
+from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.checkpoints.generate import SHARD_BYTES
 from rlhf_exp.checkpoints.meta import lora_targets, meta_model, value_head_width
 from rlhf_exp.config.presets import preset_config
@@ -48,12 +48,16 @@ def _lora_params(model: nn.Module, lora: LoraSettings) -> int:
     )
 
 
-def _checkpoint_bytes(checkpoint: Path | None, params: int, dtype: str) -> int:
-    """The weight files' size, or (not generated yet, or config.json alone) what they will weigh."""
-    try:
-        return weight_bytes(checkpoint) if checkpoint is not None else params * DTYPE_BYTES[dtype]
-    except FileNotFoundError:
-        return params * DTYPE_BYTES[dtype]
+def _weight_file_sizes(checkpoint: Path | None, params: int, dtype: str) -> list[int]:
+    """The weight files' sizes, or (not generated yet, or config.json alone) what generation will write: shards
+    of SHARD_BYTES, the rest last."""
+    if checkpoint is not None and checkpoint.exists():
+        try:
+            return [f.stat().st_size for f in weight_files(checkpoint)]
+        except FileNotFoundError:
+            pass
+    total = params * DTYPE_BYTES[dtype]
+    return [SHARD_BYTES] * (total // SHARD_BYTES) + ([total % SHARD_BYTES] if total % SHARD_BYTES else [])
 
 
 def _widths(config: PretrainedConfig) -> dict[str, int]:
@@ -71,17 +75,8 @@ def _widths(config: PretrainedConfig) -> dict[str, int]:
     }
 
 
-def _read_peak(checkpoint: Path | None, total: int) -> int:
-    """naive's read at its peak: max over shards of (bytes parsed so far, this one included, + this one's raw bytes).
-    Shards from the files, or (not on disk) as generation writes them: SHARD_BYTES each, the rest last."""
-    sizes: list[int] = []
-    if checkpoint is not None:
-        try:
-            sizes = [f.stat().st_size for f in weight_files(checkpoint)]
-        except FileNotFoundError:
-            pass
-    if not sizes:
-        sizes = [SHARD_BYTES] * (total // SHARD_BYTES) + ([total % SHARD_BYTES] if total % SHARD_BYTES else [])
+def _read_peak(sizes: list[int]) -> int:
+    """naive's read at its peak: max over shards of (bytes parsed so far, this one included, + this one's raw bytes)."""
     done, peak = 0, 0
     for size in sizes:
         done += size
@@ -108,18 +103,16 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
         trainable = 0
         if role in TRAIN_ROLES:
             trainable = lora + head if settings.lora.enabled and settings.lora.only_optimize_lora else params
-        ckpt_bytes = _checkpoint_bytes(
-            ckpt if ckpt is not None and ckpt.exists() else None, base, settings.model.checkpoint_dtype
-        )
+        sizes = _weight_file_sizes(ckpt, base, settings.model.checkpoint_dtype)
         largest = max(p.numel() for p in model.parameters())
         shapes[role] = RoleShape(
             params=params,
             trainable=trainable,
-            checkpoint_bytes=ckpt_bytes,
+            checkpoint_bytes=sum(sizes),
             largest_tensor=largest,
             **_widths(config),
             loaded_params=base,
-            read_peak_bytes=_read_peak(ckpt if ckpt is not None and ckpt.exists() else None, ckpt_bytes),
+            read_peak_bytes=_read_peak(sizes),
         )
     return shapes
 
@@ -166,10 +159,12 @@ def host_available_bytes() -> int:
     return kernel.node_total_bytes() - kernel.node_used_bytes()
 
 
-def target_machine(settings: RunSettings, device: str) -> Target:
-    """machine=local: this host (with any machine.* field set replacing what is read); else the declared node."""
+def target_machine(settings: RunSettings, device: str | None) -> Target:
+    """machine=local: this host, its ranks on `device` (with any machine.* field set replacing what is read); else
+    the declared node, on its own device (from machine.gpu_gib and the config's device; `device` is not read)."""
     if settings.machine.name != "local":
         return declared_target(settings)
+    assert device is not None, "machine=local plans for a device of this host"
     if device != "cuda":
         return local_target(settings, device, kernel.node_total_bytes(), host_available_bytes(), None, 0)
     return local_target(

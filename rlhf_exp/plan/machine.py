@@ -80,7 +80,6 @@ def local_target(
     per_node = m.gpus_per_node or (gpus_visible if device == "cuda" else ranks)
     total = m.host_gib * GIB if m.host_gib else host_total
     usable = (m.host_gib * GIB if m.host_gib else host_available) * settings.plan.host_fraction
-    gpu = m.gpu_gib * GIB if m.gpu_gib else gpu_total
+    gpu = (m.gpu_gib * GIB if m.gpu_gib else gpu_total) if device == "cuda" else None
     ranks_per_gpu = math.ceil(ranks / gpus_visible) if device == "cuda" and gpus_visible and not m.gpus_per_node else 1
-    gpu = gpu if device == "cuda" else None
     return Target(m.name, device, total, usable, gpu, per_node, nodes, ranks, ranks_per_gpu, True, os.cpu_count() or 1)

@@ -63,6 +63,10 @@ class RankMemory:
     lazy: float = 0.0  # weights that are a file mapping nobody has read yet: no RSS until touched
     host_outside: float = 0.0  # node memory the rank causes outside its RSS (the GPU driver's host allocations)
 
+    def node_bytes(self) -> float:
+        """What counts in the node's used memory (mapped file pages are page cache)."""
+        return self.host_private + self.host_outside
+
     def plus(self, other: RankMemory) -> RankMemory:
         return RankMemory(
             self.host_private + other.host_private,

@@ -8,6 +8,7 @@ Loading (`<role>.load`) and deepspeed.initialize (`<role>.init`) are separate st
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.stages import engine_stage
 from rlhf_exp.config.units import torch_dtype
-from rlhf_exp.loaders.base import LoadRequest
+from rlhf_exp.loaders.base import LoadRequest, node_world_size
 from rlhf_exp.loaders.registry import get_spec
 from rlhf_exp.rank.lora import apply_lora, count_parameters
 from rlhf_exp.rank.recorder import StageRecorder
@@ -40,7 +41,7 @@ def load_role_model(
         ds_config=ds_config,
         group_size=settings.loader.group_size,
         fast_read=settings.loader.fast_read,
-        read_threads=settings.loader.read_threads,
+        read_threads=settings.loader.threads_per_rank(os.cpu_count() or 1, node_world_size()),
         chunk_bytes=settings.loader.chunk_mib << 20,
     )
     model = get_spec(settings.loader.name).load_function()(request)
