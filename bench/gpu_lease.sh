@@ -48,12 +48,10 @@ step "PPO at 512+512 tokens, micro batch 4, $BIG pair, ZeRO-2"
 python3 bench/time_to_engine.py --name $TAG-7b-ppo-long --no-limits --loaders direct model=$BIG $COMMON ppo.steps=1 \
   ppo.prompt_len=512 ppo.answer_len=512 train.micro_batch_size=4
 step "a rank's base footprint (VmRSS and its private part), cpu and cuda"
-for d in cpu cuda; do python3 -c "
-import json, sys, torch, deepspeed, transformers, peft
-from rlhf_exp.memory import kernel
-if sys.argv[1] == 'cuda': torch.zeros(1, device='cuda')
-s = kernel.process_status(); print(sys.argv[1], json.dumps({'rss': s['VmRSS'], 'private': s['VmRSS'] - s.get('RssFile', 0)}))
-" $d; done | tee bench/results/$TAG-base-rss.txt
+python3 -c "
+from pathlib import Path; from rlhf_exp.plan.inputs import probe_rank_base
+for d in ('cpu', 'cuda'): print(d, probe_rank_base(d, Path('/tmp/probe')))
+" | tee bench/results/$TAG-base-rss.txt
 step "$RANKS ranks sharing the GPU, $SMALL pair, ZeRO-2"
 python3 bench/time_to_engine.py --name $TAG-${RANKS}rank-zero2 --no-limits --loaders direct,naive,rank0_broadcast \
   model=$SMALL gpus=$RANKS $SHARE $COMMON
