@@ -9,7 +9,7 @@ from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan.formulas import MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
 from rlhf_exp.plan.machine import Target, local_target
-from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RoleShape
+from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape
 
 P = 1_000_000_000  # one billion parameters per role
 C = 2 * P  # an fp16 checkpoint
@@ -91,3 +91,33 @@ def test_every_declared_loader_has_a_plan_cost_for_every_rank() -> None:
                 transient, held = spec.plan_cost(LoadContext(shape, 2, True, 2, on_gpu, local_rank))
                 assert transient.host_private + transient.host_mapped + transient.gpu >= 0, spec.name
                 assert held.host_private >= 0 and held.gpu >= 0, spec.name
+
+
+WIDE = RoleShape(P, T, C, LARGEST, layers=4, hidden=1024, intermediate=4096, vocab=32000, kv_width=256)
+
+
+def test_ppo_generate_holds_the_kv_cache_and_train_keeps_adams_states_divided_under_zero() -> None:
+    from rlhf_exp.plan.ppo_costs import ADAM_BYTES, ppo_costs
+
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+    settings = compose_settings("gpus=4", "zero=stage2", "train.micro_batch_size=2", "ppo.prompt_len=8", "ppo.answer_len=8")
+    parts = {part: (t, after) for part, t, after in ppo_costs(settings, shapes, 4, on_gpu=False)}
+    tokens = 2 * 16
+    kv_cache = 2 * 4 * tokens * 256 * 2  # K and V, layers x tokens x kv width, bf16
+    assert parts["generate"][0].host_private >= kv_cache and parts["generate"][1] == RankMemory()
+    assert parts["train_actor"][1].host_private == ADAM_BYTES * T / 4  # ZeRO-2: m and v partitioned over 4 ranks
+    offload = compose_settings("gpus=4", "zero=stage2_offload")
+    t, after = {p: (t, a) for p, t, a in ppo_costs(offload, shapes, 4, on_gpu=True)}["train_actor"]
+    assert after.gpu == 0 and after.host_private == ADAM_BYTES * T / 4  # offload keeps Adam on the host
+    longer = compose_settings("gpus=4", "zero=stage2", "train.micro_batch_size=2", "ppo.prompt_len=64", "ppo.answer_len=64")
+    longer_step = {p: t for p, t, _ in ppo_costs(longer, shapes, 4, on_gpu=False)}["train_actor"]
+    assert longer_step.host_private > parts["train_actor"][0].host_private  # activations and logits grow with tokens
+
+
+def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
+    settings = compose_settings("gpus=1")
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+    stages = [st.stage for st in make_plan(settings, "direct", shapes, on("cuda", settings), BASE).stages]
+    assert stages[-4:] == ["ppo1.generate", "ppo1.score", "ppo1.train_actor", "ppo1.train_critic"]
+    none = compose_settings("gpus=1", "ppo.steps=0")
+    assert not any(st.stage.startswith("ppo") for st in make_plan(none, "direct", shapes, on("cuda", none), BASE).stages)
