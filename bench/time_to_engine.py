@@ -106,7 +106,7 @@ def checkpoint_files(overrides: list[str]) -> list[Path]:
     from rlhf_exp.config.roles import CHECKPOINT_KIND
     from rlhf_exp.config.schema import validate
 
-    m = validate(compose_config(overrides)).model
+    m = validate(compose_config([o for o in overrides if not o.startswith("loader.")])).model  # the default loader's keys
     files = []
     for which, kind in CHECKPOINT_KIND.items():
         spec = getattr(m, which)
@@ -150,6 +150,7 @@ def row(result: dict, limit: dict) -> dict:
         "engine_s": round(engine_s, 2),
         "load_gib_s": round(shipped / load_s, 2) if load_s else None,
         "limit_s": round(shipped / best, 2) if best else None,
+        "files_once_limit_s": round(limit["bytes_gib"] / best, 2) if best else None,  # each file crossing once
         "engine_x_limit": round(engine_s / (shipped / best), 2) if best else None,
         "s_per_gib": round(engine_s / shipped, 3),
         "node_peak_gib": result.get("node_peak_gib"),
@@ -195,15 +196,15 @@ def main() -> None:
 
 
 def ship(rows: list[dict], command: str, device: str) -> None:
-    """Merge this run's seconds per GiB into the shipped file (a run under ZeRO-3 adds zero3_init to one under ZeRO-2;
-    --ship on another device starts the file afresh)."""
+    """Merge this run's seconds per GiB into the shipped file (ship zero3_init from a ZeRO-3 run of that loader alone,
+    the others from a ZeRO-2 run; --ship on another device starts the file afresh)."""
     shipped = json.loads(SPEED_FILE.read_text()) if SPEED_FILE.exists() else {}
     if shipped.get("device") != device:
         shipped = {}
     speed = shipped.get("seconds_per_gib", {})
-    for r in rows:  # a loader keeps the figure of the first run that timed it (a ZeRO-3 run adds zero3_init)
+    for r in rows:  # this run's loaders take its figures; loaders it did not time keep theirs
         if ":" not in r["loader"]:
-            speed.setdefault(r["loader"], r["s_per_gib"])
+            speed[r["loader"]] = r["s_per_gib"]
     commands = [c for c in shipped.get("commands", []) if c != command] + [command]
     SPEED_FILE.write_text(json.dumps({"device": device, "commands": commands, "seconds_per_gib": speed}, indent=1) + "\n")
     print(f"wrote {SPEED_FILE}")

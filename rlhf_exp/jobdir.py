@@ -31,13 +31,14 @@ RESULT = "result.json"
 EVENTS = "events"
 LOGS = "logs"
 WEIGHTS = "weights"
+PROFILES = "profiles"
 STOP = "stop"
 STOP_REASON = "stop_reason.json"
 WATCHER_PID = "watcher.pid"
 WATCHER_ERROR = "watcher_error.txt"
 # everything a run writes; cleared together before a rerun into the same dir
 RUN_FILES = (SPEC, PLAN, RESULT, STOP, STOP_REASON, WATCHER_PID, WATCHER_ERROR)
-RUN_DIRS = (EVENTS, LOGS, WEIGHTS)
+RUN_DIRS = (EVENTS, LOGS, WEIGHTS, PROFILES)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -132,6 +133,10 @@ class JobDir:
 
     def weights_file(self, name: str) -> Path:
         return self.path / WEIGHTS / f"{name}.json"
+
+    def profile_file(self, rank: int) -> Path:
+        """cProfile of one rank's engine build (profile=true); `python -m pstats` reads it."""
+        return self.path / PROFILES / f"rank{rank}.prof"
 
     # --- a run's lifecycle -------------------------------------------------------------------------
     def clear(self) -> None:

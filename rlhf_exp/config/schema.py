@@ -192,6 +192,7 @@ class RunSettings(Strict):
     wandb: WandbSettings
     fault: FaultSettings = FaultSettings()
     verify_weights: bool = False
+    profile: bool = False
     resume: bool = True
     roles: list[Literal["actor", "ref", "critic", "reward"]] = Field(default=list(ROLES), min_length=1)
 

@@ -52,7 +52,7 @@ def load_role_model(
         model.v_head.to(device=next(model.rwtransformer.parameters()).device)
         load_value_head(model, checkpoint)
     if role in TRAIN_ROLES:
-        return apply_lora(model, settings.lora, always_train=("v_head",))
+        return apply_lora(model, settings.lora, device, always_train=("v_head",))
     model.requires_grad_(False)
     return model.eval()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from peft import LoraConfig, inject_adapter_in_model
 from torch import nn
 
@@ -9,16 +10,20 @@ from rlhf_exp.checkpoints.meta import lora_targets
 from rlhf_exp.config.schema import LoraSettings
 
 
-def apply_lora(model: nn.Module, lora: LoraSettings, always_train: tuple[str, ...] = ()) -> nn.Module:
+def apply_lora(model: nn.Module, lora: LoraSettings, device: torch.device, always_train: tuple[str, ...] = ()) -> nn.Module:
     """Inject LoRA into the target linear layers; with only_optimize_lora freeze all else.
 
+    The adapters are created and initialised on the rank's `device`, then moved by peft to their base layer's
+    device: on a GPU that is ~0.05 s instead of ~2.5 s of CPU random init for a 7B model's 320M r=128 adapter
+    weights, and every loader draws the same values whatever device its base weights are on.
     `always_train` names parameters kept trainable regardless (the critic's value head).
     """
     if not lora.enabled:
         return model
     targets = lora_targets(model, lora.target_modules)
     config = LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets)
-    model = inject_adapter_in_model(config, model)
+    with torch.device(device):
+        model = inject_adapter_in_model(config, model)
     for name, param in model.named_parameters():
         trainable = "lora_" in name or any(name.startswith(p) for p in always_train)
         param.requires_grad_(trainable or not lora.only_optimize_lora)
