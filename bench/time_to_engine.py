@@ -8,8 +8,8 @@ page cache with posix_fadvise, then read by 16 threads), page cache to host (rea
 host to GPU (torch copies of a 1 GiB pinned buffer); page cache to GPU is the smaller of the last two (the
 copies overlap the reads). Then `python -m rlhf_exp loader=<each>`, one job at a time, with ppo.steps=0 unless
 given (PPO stages, when run, are not part of the engine's time) (the product itself):
-each job's stage durations come from its result.json. `direct:library` is direct with loader.fast_read=false
-(from_pretrained with device_map: the path before fast_read), in the same sweep for a before/after.
+each job's stage durations come from its result.json. `loader:variant` runs a loader with VARIANTS' overrides in
+the same sweep for a before/after (`direct:library`: from_pretrained with device_map, the path before fast_read).
 
 Writes results/<name>/: each job's result.json, time_to_engine.json and time_to_engine.md. With --ship, also
 rlhf_exp/loaders/measured_speed.json: seconds per GiB per loader, the order loader=auto tries them in.
@@ -32,6 +32,11 @@ REPO = BENCH.parent
 GIB = 1 << 30
 CHUNK = 16 << 20
 SPEED_FILE = REPO / "rlhf_exp" / "loaders" / "measured_speed.json"
+# loader:variant in --loaders: the loader with these overrides, in the same sweep (a before/after)
+VARIANTS = {
+    "library": ["loader.fast_read=false"],  # direct through from_pretrained(device_map): the path before fast_read
+    "reread": ["loader.copy_twin=false"],  # ref/reward read their checkpoint again instead of copying on the GPU
+}
 
 
 def _read_all(files: list[Path], threads: int = 16) -> float:
@@ -119,7 +124,7 @@ def run_jobs(loaders: list[str], overrides: list[str], sweep_dir: Path) -> list[
     results = []
     for num, name in enumerate(loaders):
         loader, _, variant = name.partition(":")
-        extra = ["loader.fast_read=false"] if variant == "library" else []
+        extra = VARIANTS[variant] if variant else []
         job_dir = sweep_dir / f"{num}_{loader}{'_' + variant if variant else ''}"
         ppo = [] if any(o.startswith("ppo.steps=") for o in overrides) else ["ppo.steps=0"]  # PPO stages are not timed
         cmd = [sys.executable, "-m", "rlhf_exp", f"loader={loader}", f"hydra.run.dir={job_dir}", *ppo, *overrides, *extra]
@@ -171,6 +176,7 @@ def main() -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--loaders", default="direct,direct:library,low_mem,rank0_broadcast,naive,staggered")
     parser.add_argument("--ship", action="store_true", help="write rlhf_exp/loaders/measured_speed.json")
+    parser.add_argument("--results", type=Path, default=BENCH / "results", help="where results/<name>/ goes")
     parser.add_argument("--no-limits", action="store_true", help="skip measuring the limits (a run before measured them)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of every job (model=..., device=..., lora=...)")
     args = parser.parse_args()
@@ -183,7 +189,7 @@ def main() -> None:
     shutil.rmtree(sweep_dir, ignore_errors=True)
     results = run_jobs(args.loaders.split(","), args.overrides, sweep_dir)
     rows = [row(r, limit) for r in results if r["status"] == "completed"]
-    out = BENCH / "results" / args.name
+    out = args.results / args.name
     out.mkdir(parents=True, exist_ok=True)
     for r in results:
         (out / f"{r['name'].replace(':', '_')}.json").write_text(json.dumps(r, indent=1))

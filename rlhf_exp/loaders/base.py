@@ -30,6 +30,7 @@ class LoadRequest:
     fast_read: bool = True  # see LoaderSettings
     read_threads: int = 2  # fast_read's threads (LoaderSettings.threads_per_rank)
     chunk_bytes: int = 16 << 20
+    twin: nn.Module | None = None  # an earlier role's base model to copy on the device (loaders/twin.py)
 
 
 class Loader(Protocol):

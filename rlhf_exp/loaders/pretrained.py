@@ -5,8 +5,9 @@ memory-mapped safetensors in the target dtype.
 direct: the weights go straight to the rank's device. On a GPU, by default (loader.fast_read), through
 checkpoints/fast_read.py: parallel reads into pinned buffers and host-to-device copies, with no mapping, so no
 file page enters the rank's RSS; loader.fast_read=false uses from_pretrained(device_map=device) instead (the
-library's path, kept for comparison: bench/time_to_engine.py). On CPU ranks the host is the device and
-`direct` does what `low_mem` does (the shared, lazily read mapping is what keeps CPU ranks' memory low).
+library's path, kept for comparison: bench/time_to_engine.py). Given a twin (loaders/twin.py: ref after the actor,
+reward after the critic), `direct` copies the twin's weights on the GPU instead of reading. On CPU ranks the host is
+the device and `direct` does what `low_mem` does (the shared, lazily read mapping keeps CPU ranks' memory low).
 """
 
 from __future__ import annotations
@@ -33,7 +34,22 @@ def load_fast(request: LoadRequest) -> nn.Module:
     return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it
 
 
+def copy_twin(request: LoadRequest, twin: nn.Module) -> nn.Module:
+    """The model on the meta device, its weights device copies of `twin`'s base weights (LoRA adapters skipped,
+    peft's `base_layer` names mapped back to the model's)."""
+    model = empty_model(request)
+    state = {
+        name.replace(".base_layer", ""): tensor.detach().to(request.dtype if tensor.is_floating_point() else None, copy=True)
+        for name, tensor in twin.state_dict().items()
+        if "lora_" not in name
+    }
+    assign_weights(model, state)
+    return model.to(request.device).eval()
+
+
 def load_direct(request: LoadRequest) -> nn.Module:
+    if request.twin is not None:
+        return copy_twin(request, request.twin)
     files = weight_files(request.checkpoint)
     if request.device.type == "cuda" and request.fast_read and all(f.suffix == ".safetensors" for f in files):
         return load_fast(request)

@@ -33,6 +33,7 @@ class LoaderSpec:
     partitioned: bool = False  # partitions while loading: needs ZeRO-3 for every role, and init keeps the partition
     fp32_model: bool = False  # leaves an fp32 host model that deepspeed.initialize casts to the engine dtype
     takes_turns: bool = False  # a node's ranks load in groups of loader.group_size, one group at a time
+    copies_twin: bool = False  # ref/reward copy actor's/critic's weights on the GPU (loaders/twin.py, loader.copy_twin)
 
     def load_function(self) -> Loader:
         module, attr = self.function.split(":")
@@ -80,6 +81,7 @@ LOADERS: dict[str, LoaderSpec] = {
             "straight onto the rank's device: parallel pinned reads on a GPU (from_pretrained with device_map: fast_read=false)",
             "rlhf_exp.loaders.pretrained:load_direct",
             plan_cost=load_costs.direct,
+            copies_twin=True,
         ),
     )
 }

@@ -17,6 +17,7 @@ added on the weights' place in the same stage
                    nothing when they match (the weights are the mapping, untouched until a forward pass)
   direct           low_mem on CPU; on CUDA, fast_read: S pinned on the host (and S on the GPU when converting) while
                    eP fills on the GPU, no page mapped; loader.fast_read=false: C mapped on the host, eP on the GPU
+                   ref/reward on CUDA with loader.copy_twin (ZeRO < 3 on actor/critic): eP copied on the GPU, no host
   rank0_broadcast  local rank 0 as direct; every other rank eP private on its place
   zero3_init       C mapped and eP/N private (its partition) on its place, plus the largest tensor being gathered,
                    plus ZERO3_INIT_LOAD_DRIVER_HOST of node memory outside the rank on a GPU
@@ -50,6 +51,8 @@ from rlhf_exp.config.schema import RunSettings, role_stage
 from rlhf_exp.config.stages import DIST_INIT, engine_stage, ppo_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.loaders.registry import LoaderSpec, get_spec
+from rlhf_exp.loaders.twin import twin_source
+from rlhf_exp.plan import load_costs
 from rlhf_exp.plan.machine import Target
 from rlhf_exp.plan.ppo_costs import ppo_costs
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape, StagePlan
@@ -155,7 +158,8 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
         contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging) for r in range(local)]
-        costs = [_with_adapters(spec, spec.plan_cost(ctx), shape, e) for ctx in contexts]
+        load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else spec.plan_cost
+        costs = [_with_adapters(spec, load_cost(ctx), shape, e) for ctx in contexts]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload

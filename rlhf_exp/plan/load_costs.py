@@ -53,6 +53,12 @@ def direct(ctx: LoadContext) -> Cost:
     return staging.plus(RankMemory(gpu=weights)), RankMemory(gpu=weights)
 
 
+def twin_copy(ctx: LoadContext) -> Cost:
+    """ref/reward copied from actor's/critic's engine on the GPU (loaders/twin.py): eP allocated there, no host memory."""
+    weights = RankMemory(gpu=ctx.engine_bytes * ctx.shape.loaded)
+    return weights, weights
+
+
 def rank0_broadcast(ctx: LoadContext) -> Cost:
     """Local rank 0 loads as direct; every other rank allocates eP on its place and receives it."""
     if ctx.local_rank == 0:

@@ -23,13 +23,19 @@ from rlhf_exp.config.stages import engine_stage
 from rlhf_exp.config.units import torch_dtype
 from rlhf_exp.loaders.base import LoadRequest, node_world_size
 from rlhf_exp.loaders.registry import get_spec
+from rlhf_exp.loaders.twin import twin_source
 from rlhf_exp.rank.lora import apply_lora, count_parameters
 from rlhf_exp.rank.recorder import StageRecorder
 from rlhf_exp.rank.reward_model import RewardModel, load_value_head
 
 
 def load_role_model(
-    settings: RunSettings, role: str, checkpoint: Path, device: torch.device, ds_config: dict[str, Any]
+    settings: RunSettings,
+    role: str,
+    checkpoint: Path,
+    device: torch.device,
+    ds_config: dict[str, Any],
+    twin: nn.Module | None = None,
 ) -> nn.Module:
     """The role's model as DeepSpeed-Chat hands it to deepspeed.initialize (LoRA applied for train roles)."""
     request = LoadRequest(
@@ -43,6 +49,7 @@ def load_role_model(
         fast_read=settings.loader.fast_read,
         read_threads=settings.loader.threads_per_rank(os.cpu_count() or 1, node_world_size()),
         chunk_bytes=settings.loader.chunk_mib << 20,
+        twin=twin,
     )
     model = get_spec(settings.loader.name).load_function()(request)
     # what is initialized here (a fresh v_head, LoRA) must not depend on what the loader drew before
@@ -55,6 +62,11 @@ def load_role_model(
         return apply_lora(model, settings.lora, device, always_train=("v_head",))
     model.requires_grad_(False)
     return model.eval()
+
+
+def base_model(module: nn.Module) -> nn.Module:
+    """The transformers model inside an engine's module (a value model's is wrapped in RewardModel)."""
+    return module.rwtransformer if isinstance(module, RewardModel) else module
 
 
 def _match_engine_dtype(model: nn.Module, dtype: torch.dtype) -> None:
@@ -88,7 +100,11 @@ def build_engine(
     for role in settings.roles:
         ds_config = role_ds_config(settings, role, world_size)
         with recorder.stage(engine_stage(role, "load")) as info:
-            model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config)
+            source = twin_source(settings, get_spec(settings.loader.name), role, device.type == "cuda")
+            twin = base_model(engines[source].module) if source else None
+            model = load_role_model(settings, role, checkpoints[ROLE_CHECKPOINT[role]], device, ds_config, twin)
+            if source:
+                info["copied_from"] = source
             info["trainable_params"], info["params"] = count_parameters(model)
         with recorder.stage(engine_stage(role, "init")) as info:
             engines[role] = initialize_role(settings, role, model, ds_config)

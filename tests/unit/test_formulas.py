@@ -65,6 +65,26 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_
     assert load.node_peak_gib == gib(2 * BASE.private)  # mapped file pages are page cache, not used memory
 
 
+def test_direct_copies_ref_and_reward_on_the_gpu_unless_told_to_read_or_the_twin_is_partitioned() -> None:
+    staging = gib(4 * 2 * 8 * 2**20)  # pinned on the host, and on the GPU too (fp16 -> bf16 is converted there)
+
+    def plan(*overrides: str) -> Plan:
+        settings = compose_settings("gpus=2", "loader=direct", "loader.read_threads=4", "loader.chunk_mib=8", *overrides)
+        return make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
+
+    copy, read = plan(), plan("loader.copy_twin=false")
+    for role in ("ref", "reward"):
+        copied, reread = stage(copy, f"{role}.load"), stage(read, f"{role}.load")
+        assert copied.rank_rise_gib == pytest.approx(reread.rank_rise_gib - staging, abs=1e-3), role
+        assert copied.gpu_rank_gib == pytest.approx(reread.gpu_rank_gib - staging, abs=1e-3), role
+    # a ZeRO-3 actor's weights are spread over the ranks: ref reads the file; reward still copies the critic's
+    partitioned, partitioned_read = plan("zero.actor.stage=3"), plan("zero.actor.stage=3", "loader.copy_twin=false")
+    assert stage(partitioned, "ref.load") == stage(partitioned_read, "ref.load")
+    assert stage(partitioned, "reward.load").gpu_rank_gib < stage(partitioned_read, "reward.load").gpu_rank_gib
+    cpu = compose_settings("gpus=2", "loader=direct")  # CPU ranks map the file (low_mem): nothing to copy
+    assert stage(make_plan(cpu, "direct", SHAPES, on("cpu", cpu), BASE), "ref.load").gpu_rank_gib == 0.0
+
+
 def test_init_adds_the_fp32_master_of_the_trainable_parameters_divided_under_zero() -> None:
     for zero, divisor in (("stage0", 1), ("stage2", 2)):
         settings = compose_settings("gpus=2", f"zero={zero}", "loader=direct", "loader.fast_read=false")  # no staging

@@ -93,3 +93,26 @@ def test_naive_zero_fill_keeps_random_init_weights(checkpoints: dict[str, Path])
     req = request(checkpoints["causal_lm"], "causal_lm")
     a, b = load_naive(req).state_dict(), load_naive(req, random_init=True).state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny-qwen2"])  # untied and tied lm_head
+@pytest.mark.parametrize("kind", ["causal_lm", "value"])
+def test_copy_twin_gives_the_checkpoint_weights_from_a_lora_wrapped_engine_model(tmp_path_factory, preset: str, kind: str) -> None:
+    """ref/reward copied from actor/critic (LoRA injected, the critic inside RewardModel) equal a fresh read."""
+    from rlhf_exp.config.schema import LoraSettings
+    from rlhf_exp.loaders.pretrained import copy_twin, load_low_mem
+    from rlhf_exp.rank.engine import base_model
+    from rlhf_exp.rank.lora import apply_lora
+
+    ckpt = resolve_checkpoint(preset, None, kind, "fp16", str(tmp_path_factory.getbasetemp() / "twin"))
+    req = LoadRequest("ref", kind, ckpt, torch.bfloat16, torch.device("cpu"), {})
+    source = load_low_mem(req)
+    source = RewardModel(source) if kind == "value" else source
+    lora = LoraSettings(enabled=True, r=4, alpha=8, dropout=0.0, only_optimize_lora=True)
+    source = apply_lora(source, lora, torch.device("cpu"), always_train=("v_head",))
+    copied, read = copy_twin(req, base_model(source)).state_dict(), load_low_mem(req).state_dict()
+    assert copied.keys() == read.keys()
+    for name in read:
+        assert copied[name].dtype == read[name].dtype and torch.equal(copied[name], read[name]), name
+    twin_weights = {t.data_ptr() for t in base_model(source).state_dict().values()}
+    assert not twin_weights & {t.data_ptr() for t in copied.values()}  # copies, not the twin's own tensors
