@@ -97,7 +97,7 @@ def test_naive_zero_fill_keeps_random_init_weights(checkpoints: dict[str, Path])
 
 @pytest.mark.parametrize("preset", ["tiny", "tiny-qwen2"])  # untied and tied lm_head
 @pytest.mark.parametrize("kind", ["causal_lm", "value"])
-def test_copy_twin_gives_the_checkpoint_weights_from_a_lora_wrapped_engine_model(tmp_path_factory, preset: str, kind: str) -> None:
+def test_copy_twin_gives_the_checkpoint_weights_from_a_lora_engine_model(tmp_path_factory, preset: str, kind: str) -> None:
     """ref/reward copied from actor/critic (LoRA injected, the critic inside RewardModel) equal a fresh read."""
     from rlhf_exp.config.schema import LoraSettings
     from rlhf_exp.loaders.pretrained import copy_twin, load_low_mem
