@@ -63,6 +63,7 @@ class StageRecord:
     params: int | None = measured("parameters", "")
     trainable_params: int | None = measured("trainable parameters", "")
     zero_stage: int | None = measured("ZeRO stage", "")
+    copied_from: str | None = measured("weights copied from", "")  # a load that copied an earlier role's (loaders/twin.py)
     tokens: int | None = measured("tokens", "")
     actor_loss: float | None = measured("actor loss", "")
     critic_loss: float | None = measured("critic loss", "")
@@ -91,7 +92,10 @@ ALWAYS_STORED = {
     "pss_anon_sum_peak_gib",
     "rank_uss_end_max_gib",
 }
-STAGE_FACTS = ("params", "trainable_params", "zero_stage", "tokens", "actor_loss", "critic_loss", "reward_mean", "kl")
+STAGE_FACTS = (
+    *("params", "trainable_params", "zero_stage", "copied_from"),
+    *("tokens", "actor_loss", "critic_loss", "reward_mean", "kl"),
+)
 RANK_GPU_FIGURES = ("cuda_allocated", "cuda_reserved", "cuda_peak_allocated", "cuda_peak_reserved", "nvml_used")
 
 
