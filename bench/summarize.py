@@ -42,16 +42,22 @@ def stage_table(result: dict) -> str:
     return markdown(rows, f"Per stage, {result['loader']} (gpus={result['gpus']}, status {result['status']}):")
 
 
+def read_json(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    return data if isinstance(data, dict) else {}
+
+
 def main() -> None:
     parts = [INTRO]
-    for folder in sorted((BENCH / "results").iterdir()):
-        results = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+    for folder in sorted(p for p in (BENCH / "results").rglob("*") if p.is_dir()):
+        results = [r for r in map(read_json, sorted(folder.glob("*.json"))) if "checkpoint_gib" in r]  # result files only
         if not results:
             continue
         first = results[0]
         ckpt = first["checkpoint_gib"]
         header = (
-            f"## {folder.name}: gpus={first['gpus']}, device={first['device']}, backend={first['backend']}, "
+            f"## {folder.relative_to(BENCH / 'results')}: gpus={first['gpus']}, device={first['device']}, "
+            f"backend={first['backend']}, "
             f"actor ckpt {ckpt['actor']} GiB, critic ckpt {ckpt['critic']} GiB, zero stages {first['zero_stages']}"
         )
         parts.append(markdown([row_of(r) for r in results], header))

@@ -14,8 +14,9 @@ def apply_lora(model: nn.Module, lora: LoraSettings, device: torch.device, alway
     """Inject LoRA into the target linear layers; with only_optimize_lora freeze all else.
 
     The adapters are created and initialised on the rank's `device`, then moved by peft to their base layer's
-    device: on a GPU that is ~0.05 s instead of ~2.5 s of CPU random init for a 7B model's 320M r=128 adapter
-    weights, and every loader draws the same values whatever device its base weights are on.
+    device: on a GPU that saves the ~2.5 s per train role that CPU random init of a 7B model's 320M r=128 adapter
+    weights took (the injection's own Python, ~0.5 s, remains; bench/results/h200-speed-lease1), and every loader
+    draws the same values whatever device its base weights are on.
     `always_train` names parameters kept trainable regardless (the critic's value head).
     """
     if not lora.enabled:
