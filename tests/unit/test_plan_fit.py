@@ -76,3 +76,16 @@ def test_gpus_above_one_node_span_nodes_and_host_figures_are_per_node() -> None:
         declared_target(compose_settings("gpus=12", "machine=h100-80g-8x", "machine.nodes=1"))
     with pytest.raises(ConfigError, match="^machine.nodes: 12 ranks do not split evenly over 5 nodes"):
         declared_target(compose_settings("gpus=12", "machine=h100-80g-8x", "machine.nodes=5"))
+
+
+def test_the_console_verdict_shows_the_gpu_figure_the_fit_check_compares() -> None:
+    """The device's figure (allocations, allocator reserve, CUDA context) times the ranks sharing each GPU."""
+    from rlhf_exp.job.prepare import plan_verdict
+
+    stage = {"node_peak_gib": 1.0, "gpu_device_gib": 16.7, "gpu_rank_gib": 13.6}
+    plan = {"loader": "direct", "stages": [stage], "capacity_host_gib": 111.7, "capacity_gpu_gib": 140.4, "fits": True}
+    shared = plan_verdict({**plan, "machine": {"ranks_per_gpu": 2}, "first_misfit": None})
+    expected = "plan: loader=direct, node peak 1.00 GiB of 111.7 GiB usable, GPU 33.40 GiB of 140.4 GiB per GPU (2 ranks)"
+    assert shared == expected + ": fits"
+    alone = plan_verdict({**plan, "machine": {"ranks_per_gpu": 1}, "fits": False, "first_misfit": "ppo1.train_actor"})
+    assert "GPU 16.70 GiB of 140.4 GiB per GPU: does not fit at ppo1.train_actor" in alone
