@@ -1,6 +1,7 @@
 """rank0_broadcast: only each node's local rank 0 reads the checkpoint; the others receive it.
 
-Local rank 0 loads as `direct` does onto its device. The other
+Local rank 0 loads as `direct` does onto its device (and, as direct, every rank copies ref's and reward's weights
+from the actor's and critic's engines on its GPU when it can: loaders/twin.py, nothing read or sent). The other
 ranks build the model with empty weights (accelerate's init_empty_weights: parameters on the
 meta device, buffers real), allocate them on their device, and receive every tensor of the state
 dict by torch.distributed.broadcast within the node. The host holds one copy per node on GPU
@@ -15,7 +16,7 @@ from accelerate.utils import set_module_tensor_to_device
 from torch import nn
 
 from rlhf_exp.loaders.base import LoadRequest, empty_model, node_local_rank, node_world_size
-from rlhf_exp.loaders.pretrained import load_direct
+from rlhf_exp.loaders.pretrained import copy_twin, load_direct
 
 _node_group: dist.ProcessGroup | None = None
 
@@ -41,6 +42,8 @@ def _allocated_model(request: LoadRequest) -> nn.Module:
 
 
 def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
+    if request.twin is not None:  # every rank decides alike (loaders/twin.py): no rank waits on a broadcast
+        return copy_twin(request, request.twin)
     group, src = node_group()
     if node_local_rank() == 0:
         model = load_direct(request)

@@ -68,6 +68,7 @@ LOADERS: dict[str, LoaderSpec] = {
             "each node's local rank 0 reads; the others receive every tensor by broadcast",
             "rlhf_exp.loaders.rank0_broadcast:load_rank0_broadcast",
             plan_cost=load_costs.rank0_broadcast,
+            copies_twin=True,
         ),
         LoaderSpec(
             "zero3_init",
