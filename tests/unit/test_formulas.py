@@ -65,12 +65,13 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_
     assert load.node_peak_gib == gib(2 * BASE.private)  # mapped file pages are page cache, not used memory
 
 
-def test_direct_copies_ref_and_reward_on_the_gpu_unless_told_to_read_or_the_twin_is_partitioned() -> None:
+@pytest.mark.parametrize("loader", ["direct", "rank0_broadcast"])  # rank0_broadcast: local rank 0 reads as direct
+def test_ref_and_reward_are_copied_on_the_gpu_unless_told_to_read_or_the_twin_is_partitioned(loader: str) -> None:
     staging = gib(4 * 2 * 8 * 2**20)  # pinned on the host, and on the GPU too (fp16 -> bf16 is converted there)
 
     def plan(*overrides: str) -> Plan:
-        settings = compose_settings("gpus=2", "loader=direct", "loader.read_threads=4", "loader.chunk_mib=8", *overrides)
-        return make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE)
+        settings = compose_settings("gpus=2", f"loader={loader}", "loader.read_threads=4", "loader.chunk_mib=8", *overrides)
+        return make_plan(settings, loader, SHAPES, on("cuda", settings), BASE)
 
     copy, read = plan(), plan("loader.copy_twin=false")
     for role in ("ref", "reward"):
@@ -81,8 +82,8 @@ def test_direct_copies_ref_and_reward_on_the_gpu_unless_told_to_read_or_the_twin
     partitioned, partitioned_read = plan("zero.actor.stage=3"), plan("zero.actor.stage=3", "loader.copy_twin=false")
     assert stage(partitioned, "ref.load") == stage(partitioned_read, "ref.load")
     assert stage(partitioned, "reward.load").gpu_rank_gib < stage(partitioned_read, "reward.load").gpu_rank_gib
-    cpu = compose_settings("gpus=2", "loader=direct")  # CPU ranks map the file (low_mem): nothing to copy
-    assert stage(make_plan(cpu, "direct", SHAPES, on("cpu", cpu), BASE), "ref.load").gpu_rank_gib == 0.0
+    cpu = compose_settings("gpus=2", f"loader={loader}")  # CPU ranks read: nothing on a GPU to copy
+    assert stage(make_plan(cpu, loader, SHAPES, on("cpu", cpu), BASE), "ref.load").gpu_rank_gib == 0.0
 
 
 def test_init_adds_the_fp32_master_of_the_trainable_parameters_divided_under_zero() -> None:
