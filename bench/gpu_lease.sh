@@ -22,15 +22,7 @@ step "machine"; nproc; free -g | head -2; df -h /tmp | tail -1; nvidia-smi --que
 python3 -c "import torch, transformers, deepspeed; print('torch', torch.__version__, 'transformers', transformers.__version__, 'deepspeed', deepspeed.__version__)"
 
 step "checkpoints ($BIG pair, $SMALL pair), generated once"
-for m in $BIG $SMALL; do
-  python3 - "$m" <<'EOF'
-import sys, time
-from bench.time_to_engine import checkpoint_files
-start = time.perf_counter()
-files = checkpoint_files([f"model={sys.argv[1]}"])
-print(sys.argv[1], f"{sum(f.stat().st_size for f in files) / 2**30:.1f} GiB in {time.perf_counter() - start:.0f} s")
-EOF
-done
+python3 bench/generate_checkpoints.py $BIG $SMALL
 
 step "time to engine, $BIG pair, ZeRO-2, gpus=1, every loader, one PPO step"
 python3 bench/time_to_engine.py --name $TAG-7b-zero2 --ship --loaders direct,direct:library,low_mem,rank0_broadcast,naive \

@@ -32,15 +32,7 @@ python3 -c "import sys, os; print('dont_write_bytecode', sys.flags.dont_write_by
 ls -d /opt/torch/.venv/lib/python3.12/site-packages/torch/_inductor/__pycache__ 2>&1 | head -1
 
 step "checkpoints ($BIG pair, $SMALL pair), generated once"
-for m in $BIG $SMALL; do
-  PYTHONPATH=$SITE$PWD python3 - "$m" <<'EOF'
-import sys, time
-from bench.time_to_engine import checkpoint_files
-start = time.perf_counter()
-files = checkpoint_files([f"model={sys.argv[1]}"])
-print(sys.argv[1], f"{sum(f.stat().st_size for f in files) / 2**30:.1f} GiB in {time.perf_counter() - start:.0f} s")
-EOF
-done
+PYTHONPATH=$SITE$PWD python3 bench/generate_checkpoints.py $BIG $SMALL
 
 step "bytecode cache warmed (the modules an engine build imports)"
 PYTHONPATH=$SITE$PWD python3 -c "import deepspeed.runtime.zero.muon.muon_optimizer, transformers, peft, rlhf_exp.rank.main"

@@ -109,7 +109,7 @@ class LoaderSettings(Strict):
     fast_read: bool = True  # direct on a GPU: parallel pinned reads (checkpoints/fast_read.py); false: from_pretrained
     read_threads: int = Field(default=0, ge=0, le=256)  # fast_read's reading threads per rank; 0: the node's cores / ranks
     chunk_mib: int = Field(default=16, gt=0, le=4096)  # fast_read's chunk (two pinned buffers of it per thread)
-    copy_twin: bool = True  # direct on a GPU: ref/reward copy actor's/critic's weights on the GPU (loaders/twin.py)
+    copy_twin: bool = True  # GPU ranks, direct and rank0_broadcast: ref/reward copy actor's/critic's weights there
 
     def threads_per_rank(self, cores: int, ranks_per_node: int) -> int:
         """fast_read's threads: read_threads, or the rank's share of the node's cores (its ranks read at once), 2-16."""

@@ -12,6 +12,7 @@ the device and `direct` does what `low_mem` does (the shared, lazily read mappin
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from rlhf_exp.checkpoints.fast_read import read_safetensors
@@ -24,27 +25,28 @@ def load_low_mem(request: LoadRequest) -> nn.Module:
     return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype)
 
 
-def load_fast(request: LoadRequest) -> nn.Module:
-    """The model on the meta device, its weights read by fast_read onto the rank's device and assigned."""
+def model_of(request: LoadRequest, state: dict[str, torch.Tensor]) -> nn.Module:
+    """The role's model built on the meta device, `state`'s tensors (already on the rank's device) its weights."""
     model = empty_model(request)
-    state = read_safetensors(
-        weight_files(request.checkpoint), request.device, request.dtype, request.read_threads, request.chunk_bytes
-    )
     assign_weights(model, state)
     return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it
 
 
+def load_fast(request: LoadRequest) -> nn.Module:
+    """The weights read by fast_read onto the rank's device."""
+    files = weight_files(request.checkpoint)
+    return model_of(request, read_safetensors(files, request.device, request.dtype, request.read_threads, request.chunk_bytes))
+
+
 def copy_twin(request: LoadRequest, twin: nn.Module) -> nn.Module:
-    """The model on the meta device, its weights device copies of `twin`'s base weights (LoRA adapters skipped,
-    peft's `base_layer` names mapped back to the model's)."""
-    model = empty_model(request)
+    """The weights device copies of `twin`'s base weights (LoRA adapters skipped, peft's `base_layer` names mapped
+    back to the model's)."""
     state = {
         name.replace(".base_layer", ""): tensor.detach().to(request.dtype if tensor.is_floating_point() else None, copy=True)
         for name, tensor in twin.state_dict().items()
         if "lora_" not in name
     }
-    assign_weights(model, state)
-    return model.to(request.device).eval()
+    return model_of(request, state)
 
 
 def load_direct(request: LoadRequest) -> nn.Module:

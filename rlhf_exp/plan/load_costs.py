@@ -6,10 +6,11 @@ rlhf_exp/plan/formulas.py's docstring.
 
 from __future__ import annotations
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.terms import LoadContext, RankMemory
 
 # node memory outside the rank's RSS while zero.Init partitions on a GPU (h200-7b-zero3: 0.9-1.3 GiB at each load stage)
-ZERO3_INIT_LOAD_DRIVER_HOST = 0.9 * 2**30
+ZERO3_INIT_LOAD_DRIVER_HOST = 0.9 * GIB
 
 Cost = tuple[RankMemory, RankMemory]
 

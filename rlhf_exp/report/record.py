@@ -93,8 +93,15 @@ ALWAYS_STORED = {
     "rank_uss_end_max_gib",
 }
 STAGE_FACTS = (
-    *("params", "trainable_params", "zero_stage", "copied_from"),
-    *("tokens", "actor_loss", "critic_loss", "reward_mean", "kl"),
+    "params",
+    "trainable_params",
+    "zero_stage",
+    "copied_from",
+    "tokens",
+    "actor_loss",
+    "critic_loss",
+    "reward_mean",
+    "kl",
 )
 RANK_GPU_FIGURES = ("cuda_allocated", "cuda_reserved", "cuda_peak_allocated", "cuda_peak_reserved", "nvml_used")
 
