@@ -147,15 +147,16 @@ def read_safetensors(
     chunk_bytes -= chunk_bytes % 8  # every element size divides it
     jobs = [(f, c) for f, file_entries in entries.items() for c in _chunks(file_entries, chunk_bytes)]
     threads = max(1, min(threads, len(jobs)))
-    workers = [_Worker(device, chunk_bytes, convert) for _ in range(threads)]
     fds = {f: os.open(f, os.O_RDONLY) for f in files}
     try:
 
         def run(index: int) -> None:
-            worker = workers[index]
+            # each thread pins its own buffers (torch releases the GIL in cudaHostAlloc), so the first threads read
+            # while the others still allocate, instead of every read waiting for all the buffers
+            worker = _Worker(device, chunk_bytes, convert)
             for f, chunk in jobs[index::threads]:  # interleaved: the threads read neighbouring chunks together
                 worker.fill(fds[f], chunk, flat[chunk.entry.name])
-            worker.finish()
+            worker.finish()  # its buffers return to torch's pinned cache as the thread ends
 
         with ThreadPoolExecutor(max_workers=threads) as pool:
             for future in [pool.submit(run, i) for i in range(threads)]:
@@ -163,7 +164,6 @@ def read_safetensors(
     finally:
         for fd in fds.values():
             os.close(fd)
-    workers.clear()  # the buffers are freed here, not when the function returns
     release_pinned_cache()
     return state
 

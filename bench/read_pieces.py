@@ -1,0 +1,142 @@
+"""Where fast_read's time goes on a GPU, piece by piece, on one checkpoint already in the page cache.
+
+    python bench/read_pieces.py model=llama-7b             # the actor checkpoint of that preset (generated once)
+    python bench/read_pieces.py --checkpoint DIR           # any safetensors checkpoint directory
+
+Prints seconds for: page-locked staging buffers (16 threads x 2 x 16 MiB) allocated one by one, in the reading
+threads, as one block, and handed back; the checkpoint's tensors allocated on the GPU; read_safetensors with the
+caching allocator's segments reused and fresh; and, in fresh processes as a rank runs after its imports (CUDA
+context, first read, DeepSpeed's one-time Muon import of torch._dynamo and torch._inductor, which the first
+deepspeed.initialize of a ZeRO engine pays): those three in order (serial, as before rank/early_import.py) and with
+the import in a thread from the start (early), each twice, interleaved. Writes the figures as JSON with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rlhf_exp.checkpoints.fast_read import read_header, read_safetensors, release_pinned_cache  # noqa: E402
+from rlhf_exp.checkpoints.files import weight_files  # noqa: E402
+
+THREADS, CHUNK = 16, 16 << 20
+GPU = torch.cuda.is_available()  # without one (a rehearsal), the reads go to the CPU and the GPU figures are skipped
+DEVICE = torch.device("cuda" if GPU else "cpu")
+MUON = "deepspeed.runtime.zero.muon.muon_optimizer"
+
+
+def sync() -> None:
+    if GPU:
+        torch.cuda.synchronize()
+
+
+def timed(fn) -> float:
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    return round(time.perf_counter() - start, 3)
+
+
+def pinned(count: int, nbytes: int = CHUNK) -> list[torch.Tensor]:
+    return [torch.empty(nbytes, dtype=torch.uint8, pin_memory=True) for _ in range(count)]
+
+
+def pinned_figures() -> dict[str, float]:
+    out: dict[str, float] = {}
+    held: list[torch.Tensor] = []
+    out["pinned_alloc_serial_s"] = timed(lambda: held.extend(pinned(2 * THREADS)))
+    held.clear()
+    out["pinned_release_s"] = timed(release_pinned_cache)
+
+    def in_threads() -> None:
+        with ThreadPoolExecutor(THREADS) as pool:
+            held.extend(b for bufs in pool.map(lambda _: pinned(2), range(THREADS)) for b in bufs)
+
+    out["pinned_alloc_threads_s"] = timed(in_threads)
+    held.clear()
+    release_pinned_cache()
+    out["pinned_alloc_one_block_s"] = timed(lambda: held.extend(pinned(1, 2 * THREADS * CHUNK)))
+    held.clear()
+    out["pinned_release_one_block_s"] = timed(release_pinned_cache)
+    return out
+
+
+def read_once(files: list[Path]) -> float:
+    state: dict[str, torch.Tensor] = {}
+    seconds = timed(lambda: state.update(read_safetensors(files, DEVICE, torch.bfloat16, THREADS, CHUNK)))
+    state.clear()
+    return seconds
+
+
+def child(files: list[Path], early: bool) -> dict[str, float]:
+    """A fresh process, as a rank after its imports: CUDA context, the first read, DeepSpeed's Muon import; in that
+    order (serial, today's), or with the import in a thread from the start (early), joined after the read."""
+    import deepspeed  # noqa: F401  (imported before, as in a rank)
+
+    def muon() -> None:
+        __import__(MUON)
+
+    thread = threading.Thread(target=muon)
+    start = time.perf_counter()
+    if early:
+        thread.start()
+    out = {"cuda_init_s": timed(lambda: torch.empty(1, device=DEVICE)), "first_read_s": read_once(files)}
+    out["import_or_wait_s"] = timed(thread.join if early else muon)
+    out["total_s"] = round(time.perf_counter() - start, 3)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, help="a safetensors checkpoint directory (default: the actor of model=...)")
+    parser.add_argument("--child", choices=["serial", "early"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path)
+    args, overrides = parser.parse_known_args()
+    if args.checkpoint is None:
+        from time_to_engine import checkpoint_files
+
+        files = [f for f in checkpoint_files(overrides) if "causal_lm" in str(f)]
+    else:
+        files = weight_files(args.checkpoint)
+    if args.child:
+        print(json.dumps(child(files, args.child == "early")))
+        return
+    gib = sum(f.stat().st_size for f in files) / (1 << 30)
+    figures: dict[str, object] = {"files": [str(f) for f in files], "gib": round(gib, 3)}
+    for f in files:  # into the page cache
+        with open(f, "rb") as fh:
+            while fh.read(64 << 20):
+                pass
+    source = ["--checkpoint", str(args.checkpoint)] if args.checkpoint else overrides
+    for mode in ["serial", "early", "serial", "early"]:  # twice each, interleaved: the machine is shared
+        run = subprocess.run([sys.executable, __file__, "--child", mode, *source], capture_output=True, text=True, check=True)
+        figures.setdefault(f"fresh_process_{mode}", []).append(json.loads(run.stdout.strip().splitlines()[-1]))  # type: ignore[union-attr]
+    if GPU:
+        torch.empty(1, device=DEVICE)
+        figures |= pinned_figures()
+        shapes = [e.shape for f in files for e in read_header(f)]
+        held: list[torch.Tensor] = []
+        figures["gpu_alloc_s"] = timed(lambda: held.extend(torch.empty(s, dtype=torch.bfloat16, device=DEVICE) for s in shapes))
+        held.clear()
+        figures["read_cached_segments_s"] = read_once(files)
+        torch.cuda.empty_cache()
+    figures["read_fresh_segments_s"] = read_once(files)
+    text = json.dumps(figures, indent=1)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
