@@ -175,7 +175,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True)
     parser.add_argument("--loaders", default="direct,direct:library,low_mem,rank0_broadcast,naive,staggered")
-    parser.add_argument("--ship", action="store_true", help="write rlhf_exp/loaders/measured_speed.json")
+    parser.add_argument("--ship", action="store_true", help="merge this run's figures into --speed-file")
+    parser.add_argument("--speed-file", type=Path, default=SPEED_FILE, help="the file --ship writes (default: the package's)")
     parser.add_argument("--results", type=Path, default=BENCH / "results", help="where results/<name>/ goes")
     parser.add_argument("--no-limits", action="store_true", help="skip measuring the limits (a run before measured them)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of every job (model=..., device=..., lora=...)")
@@ -198,13 +199,13 @@ def main() -> None:
     (out / "time_to_engine.md").write_text(text)
     print(text)
     if args.ship and rows:
-        ship(rows, command, results[0]["device"])
+        ship(rows, command, results[0]["device"], args.speed_file)
 
 
-def ship(rows: list[dict], command: str, device: str) -> None:
+def ship(rows: list[dict], command: str, device: str, speed_file: Path) -> None:
     """Merge this run's seconds per GiB into the shipped file (ship zero3_init from a ZeRO-3 run of that loader alone,
     the others from a ZeRO-2 run; --ship on another device starts the file afresh)."""
-    shipped = json.loads(SPEED_FILE.read_text()) if SPEED_FILE.exists() else {}
+    shipped = json.loads(speed_file.read_text()) if speed_file.exists() else {}
     if shipped.get("device") != device:
         shipped = {}
     speed = shipped.get("seconds_per_gib", {})
@@ -212,8 +213,8 @@ def ship(rows: list[dict], command: str, device: str) -> None:
         if ":" not in r["loader"]:
             speed[r["loader"]] = r["s_per_gib"]
     commands = [c for c in shipped.get("commands", []) if c != command] + [command]
-    SPEED_FILE.write_text(json.dumps({"device": device, "commands": commands, "seconds_per_gib": speed}, indent=1) + "\n")
-    print(f"wrote {SPEED_FILE}")
+    speed_file.write_text(json.dumps({"device": device, "commands": commands, "seconds_per_gib": speed}, indent=1) + "\n")
+    print(f"wrote {speed_file}")
 
 
 if __name__ == "__main__":
