@@ -24,7 +24,6 @@ from rlhf_exp.config.units import torch_dtype
 from rlhf_exp.loaders.base import LoadRequest, finish_reads, node_world_size
 from rlhf_exp.loaders.registry import get_spec
 from rlhf_exp.loaders.twin import twin_source
-from rlhf_exp.rank.early_import import EarlyImport
 from rlhf_exp.rank.lora import apply_lora, count_parameters
 from rlhf_exp.rank.recorder import StageRecorder
 from rlhf_exp.rank.reward_model import RewardModel, load_value_head
@@ -97,15 +96,9 @@ def initialize_role(settings: RunSettings, role: str, model: nn.Module, ds_confi
 
 
 def build_engine(
-    settings: RunSettings,
-    checkpoints: dict[str, Path],
-    device: torch.device,
-    world_size: int,
-    recorder: StageRecorder,
-    early_import: EarlyImport | None = None,
+    settings: RunSettings, checkpoints: dict[str, Path], device: torch.device, world_size: int, recorder: StageRecorder
 ) -> dict[str, Any]:
-    """All four engines, each as a `.load` and an `.init` stage; returns them by role. `early_import` (DeepSpeed's
-    compiler import, running since the rank started) is joined before the first deepspeed.initialize."""
+    """All four engines, each as a `.load` and an `.init` stage; returns them by role."""
     engines: dict[str, Any] = {}
     for role in settings.roles:
         ds_config = role_ds_config(settings, role, world_size)
@@ -117,8 +110,6 @@ def build_engine(
                 info["copied_from"] = source
             info["trainable_params"], info["params"] = count_parameters(model)
         with recorder.stage(engine_stage(role, "init")) as info:
-            if early_import is not None:
-                early_import.wait()
             engines[role] = initialize_role(settings, role, model, ds_config)
             info["zero_stage"] = zero_stage(ds_config)
             del model

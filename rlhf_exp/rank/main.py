@@ -19,12 +19,10 @@ from pathlib import Path
 import deepspeed
 import torch
 
-from rlhf_exp.config.deepspeed import role_ds_config, zero_stage
 from rlhf_exp.config.stages import DIST_INIT
 from rlhf_exp.job.interrupt import die_with_parent, exit_on_interrupt
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
-from rlhf_exp.rank.early_import import ZERO_FIRST_IMPORT, EarlyImport
 from rlhf_exp.rank.engine import build_engine, record_weight_digests
 from rlhf_exp.rank.ppo import run_ppo
 from rlhf_exp.rank.recorder import StageRecorder
@@ -81,8 +79,6 @@ def main(path: Path) -> None:
     spec = job_dir.read_spec()
     settings = spec.settings
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    uses_zero = any(zero_stage(role_ds_config(settings, role, world_size)) for role in settings.roles)
-    early_import = EarlyImport(ZERO_FIRST_IMPORT) if uses_zero else None
     device, gpu_index = rank_device(spec.device, node_local_rank())
     torch.manual_seed(settings.seed)
     recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault)
@@ -94,7 +90,7 @@ def main(path: Path) -> None:
     with recorder.stage(DIST_INIT, sync=False):
         deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
     with profiled(job_dir.profile_file(rank) if settings.profile else None):
-        engines = build_engine(settings, spec.checkpoints, device, world_size, recorder, early_import)
+        engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)
     if settings.ppo.steps:
         run_ppo(engines, settings.ppo, settings.train.micro_batch_size, settings.seed, recorder)
         if settings.verify_weights:
