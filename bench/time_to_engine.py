@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -175,7 +176,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", required=True)
     parser.add_argument("--loaders", default="direct,direct:library,low_mem,rank0_broadcast,naive,staggered")
-    parser.add_argument("--ship", action="store_true", help="merge this run's figures into --speed-file")
+    parser.add_argument("--repeat", type=int, default=1, help="run the loaders this many times, in turn (a machine's noise)")
+    parser.add_argument("--ship", action="store_true", help="merge this run's figures (each loader's median) into --speed-file")
     parser.add_argument("--speed-file", type=Path, default=SPEED_FILE, help="the file --ship writes (default: the package's)")
     parser.add_argument("--results", type=Path, default=BENCH / "results", help="where results/<name>/ goes")
     parser.add_argument("--no-limits", action="store_true", help="skip measuring the limits (a run before measured them)")
@@ -188,12 +190,15 @@ def main() -> None:
     print("limits:", json.dumps(limit), flush=True)
     sweep_dir = Path("/tmp") / f"rlhf_exp_tte_{args.name}"
     shutil.rmtree(sweep_dir, ignore_errors=True)
-    results = run_jobs(args.loaders.split(","), args.overrides, sweep_dir)
+    results = run_jobs([name for _ in range(args.repeat) for name in args.loaders.split(",")], args.overrides, sweep_dir)
     rows = [row(r, limit) for r in results if r["status"] == "completed"]
     out = args.results / args.name
     out.mkdir(parents=True, exist_ok=True)
-    for r in results:
-        (out / f"{r['name'].replace(':', '_')}.json").write_text(json.dumps(r, indent=1))
+    seen: dict[str, int] = {}
+    for r in results:  # <loader>.json, then <loader>.2.json ... for repeats
+        seen[r["name"]] = seen.get(r["name"], 0) + 1
+        suffix = f".{seen[r['name']]}" if seen[r["name"]] > 1 else ""
+        (out / f"{r['name'].replace(':', '_')}{suffix}.json").write_text(json.dumps(r, indent=1))
     (out / "time_to_engine.json").write_text(json.dumps({"command": command, "limits": limit, "rows": rows}, indent=1))
     text = markdown(rows, limit, command) if rows else f"`{command}`\n\nno job completed\n"
     (out / "time_to_engine.md").write_text(text)
@@ -209,9 +214,11 @@ def ship(rows: list[dict], command: str, device: str, speed_file: Path) -> None:
     if shipped.get("device") != device:
         shipped = {}
     speed = shipped.get("seconds_per_gib", {})
-    for r in rows:  # this run's loaders take its figures; loaders it did not time keep theirs
+    timed: dict[str, list[float]] = {}
+    for r in rows:  # this run's loaders take its figures (the median of repeats); loaders it did not time keep theirs
         if ":" not in r["loader"]:
-            speed[r["loader"]] = r["s_per_gib"]
+            timed.setdefault(r["loader"], []).append(r["s_per_gib"])
+    speed.update({loader: statistics.median(figures) for loader, figures in timed.items()})
     commands = [c for c in shipped.get("commands", []) if c != command] + [command]
     speed_file.write_text(json.dumps({"device": device, "commands": commands, "seconds_per_gib": speed}, indent=1) + "\n")
     print(f"wrote {speed_file}")

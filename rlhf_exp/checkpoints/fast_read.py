@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import struct
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,7 +91,7 @@ class _Worker:
 
     def __init__(self, device: torch.device, chunk_bytes: int, convert: bool) -> None:
         gpu = device.type == "cuda"
-        self.buffers = [torch.empty(chunk_bytes, dtype=torch.uint8, device="cpu", pin_memory=gpu) for _ in range(2)]
+        self.buffers = [torch.empty(chunk_bytes, dtype=torch.uint8, pin_memory=gpu) for _ in range(2)]
         self.staging = [torch.empty(chunk_bytes, dtype=torch.uint8, device=device) for _ in range(2)] if gpu and convert else None
         self.stream = torch.cuda.Stream(device) if gpu else None
         self.done = [torch.cuda.Event() for _ in range(2)] if gpu else None
@@ -130,33 +130,10 @@ class _Worker:
             self.stream.synchronize()
 
 
-class PendingRead:
-    """A read in flight: `state`'s tensors exist on the device and are being filled by the reading threads. Their
-    shapes, dtypes and devices may be used at once (to build the model around them, to add LoRA); their values only
-    after wait()."""
-
-    def __init__(self, state: dict[str, torch.Tensor], pool: ThreadPoolExecutor, futures: list[Future], fds: list[int]) -> None:
-        self.state = state
-        self._pool, self._futures, self._fds = pool, futures, fds
-
-    def wait(self) -> dict[str, torch.Tensor]:
-        """Every tensor filled (its copies done), the files closed and the staging buffers freed; a reading thread's
-        error is raised here."""
-        try:
-            for future in self._futures:
-                future.result()
-        finally:
-            self._pool.shutdown()
-            for fd in self._fds:
-                os.close(fd)
-            self._fds = []
-            release_pinned_cache()
-        return self.state
-
-
-def start_read(files: list[Path], device: torch.device, dtype: torch.dtype | None, threads: int, chunk_bytes: int) -> PendingRead:
-    """Every tensor of `files` allocated on `device`, floating-point ones in `dtype` (None: as stored), and being
-    read into by `threads` threads."""
+def read_safetensors(
+    files: list[Path], device: torch.device, dtype: torch.dtype | None, threads: int, chunk_bytes: int
+) -> dict[str, torch.Tensor]:
+    """Every tensor of `files` on `device`, floating-point ones in `dtype` (None: as stored)."""
     entries = {f: read_header(f) for f in files}
     convert = False
     state: dict[str, torch.Tensor] = {}
@@ -170,25 +147,25 @@ def start_read(files: list[Path], device: torch.device, dtype: torch.dtype | Non
     chunk_bytes -= chunk_bytes % 8  # every element size divides it
     jobs = [(f, c) for f, file_entries in entries.items() for c in _chunks(file_entries, chunk_bytes)]
     threads = max(1, min(threads, len(jobs)))
+    workers = [_Worker(device, chunk_bytes, convert) for _ in range(threads)]
     fds = {f: os.open(f, os.O_RDONLY) for f in files}
+    try:
 
-    def run(index: int) -> None:
-        # each thread pins its own buffers (torch releases the GIL in cudaHostAlloc), so the first threads read
-        # while the others still allocate, instead of every read waiting for all the buffers
-        worker = _Worker(device, chunk_bytes, convert)
-        for f, chunk in jobs[index::threads]:  # interleaved: the threads read neighbouring chunks together
-            worker.fill(fds[f], chunk, flat[chunk.entry.name])
-        worker.finish()  # its buffers return to torch's pinned cache as the thread ends
+        def run(index: int) -> None:
+            worker = workers[index]
+            for f, chunk in jobs[index::threads]:  # interleaved: the threads read neighbouring chunks together
+                worker.fill(fds[f], chunk, flat[chunk.entry.name])
+            worker.finish()
 
-    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="fast_read")
-    return PendingRead(state, pool, [pool.submit(run, i) for i in range(threads)], list(fds.values()))
-
-
-def read_safetensors(
-    files: list[Path], device: torch.device, dtype: torch.dtype | None, threads: int, chunk_bytes: int
-) -> dict[str, torch.Tensor]:
-    """Every tensor of `files` on `device`, floating-point ones in `dtype` (None: as stored), read to the end."""
-    return start_read(files, device, dtype, threads, chunk_bytes).wait()
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            for future in [pool.submit(run, i) for i in range(threads)]:
+                future.result()
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    workers.clear()  # the buffers are freed here, not when the function returns
+    release_pinned_cache()
+    return state
 
 
 def release_pinned_cache() -> None:

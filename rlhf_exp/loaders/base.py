@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -14,7 +14,6 @@ from torch import nn
 from transformers import AutoConfig
 from transformers.initialization import no_init_weights
 
-from rlhf_exp.checkpoints.fast_read import PendingRead
 from rlhf_exp.checkpoints.meta import model_class as checkpoint_model_class
 from rlhf_exp.config.roles import CheckpointKind
 
@@ -32,20 +31,12 @@ class LoadRequest:
     read_threads: int = 2  # fast_read's threads (LoaderSettings.threads_per_rank)
     chunk_bytes: int = 16 << 20
     twin: nn.Module | None = None  # an earlier role's base model to copy on the device (loaders/twin.py)
-    # reads a loader left in flight (fast_read): the model's weights are complete after finish_reads(request)
-    pending: list[PendingRead] = field(default_factory=list)
 
 
 class Loader(Protocol):
-    """Builds a role's base model with the checkpoint's weights in it (or being read into it: request.pending)."""
+    """Builds a role's base model with the checkpoint's weights in it."""
 
     def __call__(self, request: LoadRequest) -> nn.Module: ...
-
-
-def finish_reads(request: LoadRequest) -> None:
-    """Wait for the reads the loader left in flight; the model's weight values may be used after this."""
-    while request.pending:
-        request.pending.pop().wait()
 
 
 LOCAL_RANK_VAR = "RLHF_EXP_LOCAL_RANK"  # the node-local rank when LOCAL_RANK was repointed at a shared GPU

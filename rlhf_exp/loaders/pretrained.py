@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rlhf_exp.checkpoints.fast_read import start_read
+from rlhf_exp.checkpoints.fast_read import read_safetensors
 from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class
 from rlhf_exp.loaders.state_dict import assign_weights
@@ -33,12 +33,9 @@ def model_of(request: LoadRequest, state: dict[str, torch.Tensor]) -> nn.Module:
 
 
 def load_fast(request: LoadRequest) -> nn.Module:
-    """The model around fast_read's tensors on the rank's device, built while the threads fill them: the read is
-    left in request.pending, so what comes next (the value head, LoRA) also runs during it (loaders.base.finish_reads)."""
+    """The weights read by fast_read onto the rank's device."""
     files = weight_files(request.checkpoint)
-    read = start_read(files, request.device, request.dtype, request.read_threads, request.chunk_bytes)
-    request.pending.append(read)
-    return model_of(request, read.state)
+    return model_of(request, read_safetensors(files, request.device, request.dtype, request.read_threads, request.chunk_bytes))
 
 
 def copy_twin(request: LoadRequest, twin: nn.Module) -> nn.Module:

@@ -15,7 +15,7 @@ import torch.distributed as dist
 from accelerate.utils import set_module_tensor_to_device
 from torch import nn
 
-from rlhf_exp.loaders.base import LoadRequest, empty_model, finish_reads, node_local_rank, node_world_size
+from rlhf_exp.loaders.base import LoadRequest, empty_model, node_local_rank, node_world_size
 from rlhf_exp.loaders.pretrained import copy_twin, load_direct
 
 _node_group: dist.ProcessGroup | None = None
@@ -47,7 +47,6 @@ def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
     group, src = node_group()
     if node_local_rank() == 0:
         model = load_direct(request)
-        finish_reads(request)  # what is sent must be read first
     else:
         model = _allocated_model(request)
     sent: set[int] = set()

@@ -21,7 +21,7 @@ from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.stages import engine_stage
 from rlhf_exp.config.units import torch_dtype
-from rlhf_exp.loaders.base import LoadRequest, finish_reads, node_world_size
+from rlhf_exp.loaders.base import LoadRequest, node_world_size
 from rlhf_exp.loaders.registry import get_spec
 from rlhf_exp.loaders.twin import twin_source
 from rlhf_exp.rank.lora import apply_lora, count_parameters
@@ -52,19 +52,16 @@ def load_role_model(
         twin=twin,
     )
     model = get_spec(settings.loader.name).load_function()(request)
-    try:  # a loader may still be reading into the weights (request.pending): what follows needs only their shapes
-        # what is initialized here (a fresh v_head, LoRA) must not depend on what the loader drew before
-        torch.manual_seed(settings.seed + ROLES.index(role))
-        if request.kind == "value":
-            model = RewardModel(model, settings.model.num_padding_at_beginning)
-            model.v_head.to(device=next(model.rwtransformer.parameters()).device)
-            load_value_head(model, checkpoint)
-        if role in TRAIN_ROLES:
-            return apply_lora(model, settings.lora, device, always_train=("v_head",))
-        model.requires_grad_(False)
-        return model.eval()
-    finally:
-        finish_reads(request)
+    # what is initialized here (a fresh v_head, LoRA) must not depend on what the loader drew before
+    torch.manual_seed(settings.seed + ROLES.index(role))
+    if request.kind == "value":
+        model = RewardModel(model, settings.model.num_padding_at_beginning)
+        model.v_head.to(device=next(model.rwtransformer.parameters()).device)
+        load_value_head(model, checkpoint)
+    if role in TRAIN_ROLES:
+        return apply_lora(model, settings.lora, device, always_train=("v_head",))
+    model.requires_grad_(False)
+    return model.eval()
 
 
 def base_model(module: nn.Module) -> nn.Module:

@@ -11,7 +11,7 @@ from transformers import AutoModel, AutoModelForCausalLM
 
 from rlhf_exp.checkpoints.files import checkpoint_bytes, weight_files
 from rlhf_exp.checkpoints.generate import resolve_checkpoint
-from rlhf_exp.loaders.base import LoadRequest, finish_reads
+from rlhf_exp.loaders.base import LoadRequest
 from rlhf_exp.loaders.registry import get_spec
 from rlhf_exp.rank.reward_model import RewardModel, load_value_head
 
@@ -77,7 +77,6 @@ def test_fast_read_gives_from_pretrained_weights_bit_for_bit(tmp_path_factory, p
     # a 1000-byte chunk splits every weight across chunks and threads
     req = LoadRequest("actor", "causal_lm", ckpt, dtype, torch.device("cpu"), {}, read_threads=3, chunk_bytes=1000)
     fast, library = load_fast(req), load_low_mem(req)
-    finish_reads(req)
     a, b = fast.state_dict(), library.state_dict()
     assert a.keys() == b.keys()
     for name in a:
