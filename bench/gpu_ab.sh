@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# After bench/gpu_speed.sh in the same lease (its checkpoints and site in /tmp): the in-flight read (this tree) against
-# the last landed code (.before/, 39ce49e), `direct` on the llama-7b pair, alternated three times; results to /tmp/keep.
-#   device run (carry .whl .before .today): bash bench/gpu_ab.sh; bash bench/gpu_speed.sh pack
+# A/B of two source trees on the same machine and checkpoints: time_to_engine of `direct` (or $LOADERS) on the llama-7b
+# pair, the trees alternated three times (the machine's noise is as large as the effects looked for), results to
+# /tmp/keep/<name>-a-N and -b-N. Run after bench/gpu_speed.sh in the same lease (its checkpoints and /tmp/site).
+#   git archive <commit> | tar -x -C .before                       # tree b, carried
+#   device run (carry .whl .before): bash bench/gpu_ab.sh . .before h200-ab; bash bench/gpu_speed.sh pack
+# Lease 3 ran it with this tree at b78f604 (fast_read's reads left in flight under LoRA) against 39ce49e:
+# results/h200-speed-lease3/h200-ab-*: engine 5.87/6.34/4.74 s against 6.18/5.86/6.04 s, no gain.
 set -uo pipefail
-KEEP=/tmp/keep
+A=$1 B=$2 NAME=$3 LOADERS=${LOADERS:-direct} KEEP=/tmp/keep
 unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
 export RLHF_EXP_CACHE=/tmp/rlhf_exp_ckpt PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/torch_ext WANDB_MODE=disabled
 COMMON="model=llama-7b device=cuda lora=r128 plan.fit_check=false job_timeout_s=420"
 run() {  # tree, name
   (cd "$1" && PYTHONPATH=/tmp/site:$PWD python3 bench/time_to_engine.py --results $KEEP --name "$2" --no-limits \
-    --loaders direct $COMMON 2>&1 | grep -E "^\| direct")
-  python3 -c "import json; r = json.load(open('$KEEP/$2/direct.json')); print('$2 wall_s', r['wall_s'])"
+    --loaders "$LOADERS" $COMMON 2>&1 | grep -E "^\| ")
 }
 for i in 1 2 3; do
-  run .before h200-ab-before-$i
-  run . h200-ab-after-$i
+  run "$B" "$NAME-b-$i"
+  run "$A" "$NAME-a-$i"
 done

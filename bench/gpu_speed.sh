@@ -6,7 +6,9 @@
 #   device run (carry .whl .before .today): setsid nohup bash bench/gpu_speed.sh > /tmp/lease.log 2>&1 < /dev/null &
 #   device run (carry .whl .before .today): sleep 560; tail -40 /tmp/lease.log; bash bench/gpu_speed.sh pack
 # DRY=1 PATH=$PWD/.venv/bin:$PATH rehearses it on CPU with small shapes (same steps, same files).
-# Lease 1 and 2 (results/h200-speed-lease1/log.txt, results/h200-speed-lease2/) ran earlier versions of this script.
+# Lease 1 and 2 (results/h200-speed-lease1/log.txt, results/h200-speed-lease2/) ran earlier versions of this script;
+# lease 3 (results/h200-speed-lease3/) ran this one at ef4e3e2, whose "after" started DeepSpeed's compiler import in a
+# thread at rank start and left fast_read's reads in flight under LoRA; both were measured, found no faster, reverted.
 set -uo pipefail
 KEEP=/tmp/keep
 if [ "${1:-}" = pack ]; then  # what exists so far, into $OUT (a later call's files replace an earlier's)

@@ -7,8 +7,10 @@ Prints seconds for: page-locked staging buffers (16 threads x 2 x 16 MiB) alloca
 threads, as one block, and handed back; the checkpoint's tensors allocated on the GPU; read_safetensors with the
 caching allocator's segments reused and fresh; and, in fresh processes as a rank runs after its imports (CUDA
 context, first read, DeepSpeed's one-time Muon import of torch._dynamo and torch._inductor, which the first
-deepspeed.initialize of a ZeRO engine pays): those three in order (serial, as before rank/early_import.py) and with
-the import in a thread from the start (early), each twice, interleaved. Writes the figures as JSON with --out.
+deepspeed.initialize of a ZeRO engine pays): those three in order (serial, as a rank runs them) and with
+the import in a thread from the start (early: does overlapping the import with the read pay?), each twice,
+interleaved. Writes the figures as JSON with --out. Lease 3 (results/h200-speed-lease3/h200-read-pieces.json): it
+does not; the read takes 0.6-0.7 s longer beside the import (the GIL), and the total is no shorter.
 """
 
 from __future__ import annotations

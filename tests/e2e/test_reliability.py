@@ -14,6 +14,7 @@ from conftest import RunApp, app_env, run_sweep_in
 
 from rlhf_exp.job.result import completed_result
 from rlhf_exp.jobdir import JobDir
+from rlhf_exp.loaders.registry import auto_order
 from rlhf_exp.report.tracking import wandb_run_dirs
 from rlhf_exp.report.wandb_offline import read_offline_run
 
@@ -107,8 +108,10 @@ def test_rerunning_a_sweep_keeps_complete_jobs_and_reruns_failed_ones(tmp_path: 
     args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "loader=auto")
     proc, first = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0 and [r["status"] for r in first] == ["completed", "failed"]
-    # loader=auto: the planner's pick, the fastest loader whose plan fits (plenty of room for the tiny model)
-    assert first[0]["loader"] == "direct" and first[0]["plan"]["requested_loader"] == "auto"
+    # loader=auto: the planner's pick, the fastest loader whose plan fits (plenty of room for the tiny model; ZeRO-2, so
+    # no loader that partitions): the first of measured_speed.json's order
+    fastest = next(spec.name for spec in auto_order() if not spec.partitioned)
+    assert first[0]["loader"] == fastest and first[0]["plan"]["requested_loader"] == "auto"
     proc, second = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0
     assert second[0] == first[0]  # kept as it was: not run again
