@@ -28,10 +28,10 @@ export RLHF_EXP_CACHE=/tmp/rlhf_exp_ckpt PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR
 COMMON="device=$DEV lora=r128 plan.fit_check=false job_timeout_s=420"
 step() { echo "=== $(date +%T) $*"; }
 tte() { PYTHONPATH=$SITE$PWD python3 bench/time_to_engine.py --results $KEEP "$@" 2>&1 | grep -vE "UserWarning|Error importing|Plugin is|Recommended|ModuleNotFound|warnings.warn"; }
-old() {  # time_to_engine from an older tree ($1), results copied to $KEEP
+old() {  # time_to_engine from an older tree ($1), results copied to $KEEP, its whole console in $KEEP/<name>.log
   local tree=$1 name=$2; shift 2
-  (cd "$tree" && PYTHONPATH=$SITE$PWD python3 bench/time_to_engine.py --name "$name" "$@" 2>&1 | grep -E "^\||^limits|^\`" \
-    && cp -r "bench/results/$name" $KEEP/)
+  (cd "$tree" && PYTHONPATH=$SITE$PWD python3 bench/time_to_engine.py --name "$name" "$@" > $KEEP/$name.log 2>&1;
+    grep -E "^\||^limits|^\`" $KEEP/$name.log || tail -20 $KEEP/$name.log; cp -r "bench/results/$name" $KEEP/)
 }
 step "machine"; nproc; free -g | head -2; df -h /tmp | tail -1; nvidia-smi --query-gpu=name,memory.total --format=csv 2>/dev/null
 

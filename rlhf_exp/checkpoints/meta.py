@@ -67,6 +67,11 @@ def decoder_layers(model: nn.Module) -> nn.ModuleList:
     return max(lists, key=len)
 
 
+def is_lora_weight(name: str) -> bool:
+    """Whether a parameter or state-dict name is a LoRA adapter's (peft names them lora_A, lora_B, lora_embedding_*...)."""
+    return "lora_" in name
+
+
 def lora_targets(model: nn.Module, configured: list[str] | str = "auto") -> list[str]:
     """The linear layers LoRA adapts, by leaf name: `lora.target_modules` when given, else ("auto") the
     family's attention and MLP linear layers, every nn.Linear inside a decoder layer (DeepSpeed-Chat's

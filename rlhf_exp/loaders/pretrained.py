@@ -17,6 +17,7 @@ from torch import nn
 
 from rlhf_exp.checkpoints.fast_read import read_safetensors
 from rlhf_exp.checkpoints.files import weight_files
+from rlhf_exp.checkpoints.meta import is_lora_weight
 from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class
 from rlhf_exp.loaders.state_dict import assign_weights
 
@@ -44,7 +45,7 @@ def copy_twin(request: LoadRequest, twin: nn.Module) -> nn.Module:
     state = {
         name.replace(".base_layer", ""): tensor.detach().to(request.dtype if tensor.is_floating_point() else None, copy=True)
         for name, tensor in twin.state_dict().items()
-        if "lora_" not in name
+        if not is_lora_weight(name)
     }
     return model_of(request, state)
 

@@ -6,7 +6,7 @@ import torch
 from peft import LoraConfig, inject_adapter_in_model
 from torch import nn
 
-from rlhf_exp.checkpoints.meta import lora_targets
+from rlhf_exp.checkpoints.meta import is_lora_weight, lora_targets
 from rlhf_exp.config.schema import LoraSettings
 
 
@@ -26,7 +26,7 @@ def apply_lora(model: nn.Module, lora: LoraSettings, device: torch.device, alway
     with torch.device(device):
         model = inject_adapter_in_model(config, model)
     for name, param in model.named_parameters():
-        trainable = "lora_" in name or any(name.startswith(p) for p in always_train)
+        trainable = is_lora_weight(name) or any(name.startswith(p) for p in always_train)
         param.requires_grad_(trainable or not lora.only_optimize_lora)
     return model
 
