@@ -19,6 +19,9 @@ HOST_ABS_TOL_GIB = 0.5
 # Node figures of CPU runs are checked one way (never under-planned): there the node's used memory above the
 # baseline taken before ranks start moves by up to ~0.5 GiB between identical jobs (the previous job's processes
 # still releasing memory, page cache turning over on a 2-core box), the size of the ranks' whole base footprint.
+# And there a stage's node peak may still hold what the stage before it freed: on the CI sandbox the node's used
+# memory fell by 0.04 GiB while the ranks' RSS fell by 0.57 GiB at naive's load -> init (the kernel's figure lags
+# the frees), so such a stage is bounded by its own plan or the previous stage's, whichever is larger.
 # GPU per rank: within GPU_REL_TOL of the measured (or GPU_ABS_TOL_GIB for stages that hold almost nothing)
 GPU_REL_TOL = 0.05
 GPU_ABS_TOL_GIB = 0.25
@@ -42,8 +45,10 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
     base = {r["rank"]: r["rss_begin_gib"] for r in rows[after_dist[0]]["per_rank"]}
     one_rank_per_gpu = result.get("device") == "cuda" and not (result.get("config") or {}).get("share_gpus")
     out = []
+    before = 0.0  # the previous stage's planned node peak
     for name, planned in plan.items():
         row = rows.get(name)
+        before, previous = planned["node_peak_gib"], before
         if name == DIST_INIT or row is None or row["status"] != "ok":
             continue
         rise = max(r["peak_rss_gib"] - base[r["rank"]] for r in row["per_rank"])
@@ -53,8 +58,9 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
         checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
         if node is not None and result.get("device") == "cuda":
             checks.append(host_within(node, planned["node_peak_gib"]))
-        elif node is not None:  # CPU runs: one way, never under-planned (see above)
-            checks.append(node <= planned["node_peak_gib"] + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB))
+        elif node is not None:  # CPU runs: one way, never under-planned; what the stage before freed may linger
+            bound = max(planned["node_peak_gib"], previous)
+            checks.append(node <= bound + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB))
         out.append(
             {
                 "stage": name,
