@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,18 @@ def run_app(tmp_path: Path, ckpt_cache: Path) -> RunApp:
         return proc, json.loads(result_file.read_text()) if result_file.exists() else None
 
     return _run
+
+
+def wait_for_stage(job_root: Path, stage: str, timeout_s: float = 240, proc: subprocess.Popen | None = None) -> Path:
+    """The job dir (under job_root) whose rank 0 has begun `stage`; fails at once if `proc` (the app) has ended."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and (proc is None or proc.poll() is None):
+        for events in job_root.glob("**/events/rank0.jsonl"):
+            if any(json.loads(line).get("stage") == stage for line in events.read_text().splitlines() if line.strip()):
+                return events.parent.parent
+        time.sleep(0.3)
+    ended = "" if proc is None or proc.poll() is None else f" (the app ended with {proc.returncode})"
+    raise AssertionError(f"no job reached {stage}{ended}")
 
 
 RunSweep = Callable[..., tuple[subprocess.CompletedProcess, list[dict[str, Any]]]]

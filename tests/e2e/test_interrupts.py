@@ -13,20 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import app_env
+from conftest import app_env, wait_for_stage
 
 HANG = ("gpus=1", "roles=[actor,ref]", "ppo.steps=0", "fault.stage=ref.load", "fault.mode=hang", "wandb.mode=disabled")
-
-
-def wait_for_stage(job_root: Path, stage: str, timeout_s: float = 240) -> Path:
-    """The job dir (under job_root) whose rank 0 has begun `stage`."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        for events in job_root.glob("**/events/rank0.jsonl"):
-            if any(json.loads(line).get("stage") == stage for line in events.read_text().splitlines() if line.strip()):
-                return events.parent.parent
-        time.sleep(0.3)
-    raise AssertionError(f"no job reached {stage}")
 
 
 def rank_pids(job_dir: Path) -> set[int]:

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from conftest import RunApp, app_env
+from conftest import RunApp, app_env, wait_for_stage
 
 from rlhf_exp.config.units import GIB
 from rlhf_exp.memory import kernel as kernel_memory
@@ -40,21 +42,33 @@ def test_a_plan_that_does_not_fit_stops_the_job_before_any_rank(run_app: RunApp)
     assert "rank_main" not in proc.stdout + proc.stderr
 
 
-def test_watchdog_stops_the_job_before_the_oom_killer(run_app: RunApp) -> None:
+def test_watchdog_stops_the_job_before_the_oom_killer(tmp_path: Path, ckpt_cache: Path) -> None:
+    """The rank stalls in actor.load while the node's memory grows (this test's own pages, touched for real, stand
+    in for a neighbour or a leak): the watchdog stops the job at that stage. The node's used memory moves with other
+    processes (the job alone adds ~0.6 GiB before actor.load), so the limit sits 1.5 GiB above it and the pressure
+    grows until the job stops."""
     total, used = kernel_memory.node_total_bytes(), kernel_memory.node_used_bytes()
-    limit = (used + 0.3 * GIB) / total  # crossed once the job process and its rank have started
-    proc, result = run_app("gpus=1", "roles=[actor]", "ppo.steps=0", f"watcher.max_node_fraction={limit:.4f}", timeout=300)
-    assert proc.returncode == 1, proc.stderr[-2000:]
-    failure = result["failure"]
-    assert failure["process"] == "watchdog" and failure["rank"] is None and failure["stage"]
+    limit = (used + 1.5 * GIB) / total
+    run_dir = tmp_path / "run"
+    job = ("gpus=1", "roles=[actor]", "ppo.steps=0", "fault.stage=actor.load", "fault.mode=hang", "job_timeout_s=280")
+    cmd = [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={run_dir}", *job, f"watcher.max_node_fraction={limit:.4f}"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=app_env(ckpt_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_stage(run_dir, "actor.load", proc=proc)
+    pressure: list[bytes] = []
+    while proc.poll() is None and len(pressure) < 32:  # up to 8 GiB, 256 MiB at a time
+        pressure.append(b"\x01" * (256 << 20))
+        time.sleep(0.5)
+    _, err = proc.communicate(timeout=120)
+    pressure.clear()
+    assert proc.returncode == 1, err[-2000:]
+    failure = json.loads((run_dir / "result.json").read_text())["failure"]
+    assert failure["process"] == "watchdog" and failure["rank"] is None and failure["stage"] == "actor.load"
     assert "watchdog: node memory" in failure["reason"] and "watcher.max_node_fraction" in failure["reason"]
-    assert result["samples"] > 0
+    assert json.loads((run_dir / "result.json").read_text())["samples"] > 0
 
 
 def test_plan_json_for_the_issue_529_node_from_a_machine_without_a_gpu(ckpt_cache: Path) -> None:
     """DeepSpeedExamples 529: 8 x A100-80G with 500 GiB of host, 13B actor / 7B critic, LoRA r128, ZeRO-2."""
-    import json
-
     job = ("machine=a100-80g-8x", "machine.host_gib=500", "gpus=8", "model=llama-13b", "lora=r128", "zero=stage2")
     proc = plan_cli(ckpt_cache, "--json", *job, "loader=naive")
     assert proc.returncode == 1, proc.stderr[-2000:]
