@@ -7,12 +7,11 @@
 # Lease 3 ran it with this tree at b78f604 (fast_read's reads left in flight under LoRA) against 39ce49e:
 # results/h200-speed-lease3/h200-ab-*: engine 5.87/6.34/4.74 s against 6.18/5.86/6.04 s, no gain.
 set -uo pipefail
-A=$1 B=$2 NAME=$3 LOADERS=${LOADERS:-direct} KEEP=/tmp/keep
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
-export RLHF_EXP_CACHE=/tmp/rlhf_exp_ckpt PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/torch_ext WANDB_MODE=disabled
+A=$1 B=$2 NAME=$3 LOADERS=${LOADERS:-direct}
+source bench/device_env.sh
 COMMON="model=llama-7b device=cuda lora=r128 plan.fit_check=false job_timeout_s=420"
 run() {  # tree, name
-  (cd "$1" && PYTHONPATH=/tmp/site:$PWD python3 bench/time_to_engine.py --results $KEEP --name "$2" --no-limits \
+  (cd "$1" && PYTHONPATH=$SITE$PWD python3 bench/time_to_engine.py --results $KEEP --name "$2" --no-limits \
     --loaders "$LOADERS" $COMMON 2>&1 | grep -E "^\| ")
 }
 for i in 1 2 3; do

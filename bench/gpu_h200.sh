@@ -21,4 +21,4 @@ case "${1:-one}" in
     python3 bench/loader_sweep.py --gpus 8 --model "$MODEL" --zero stage2 --device cuda --share-gpus \
       --loaders "${LOADERS:-naive,staggered,low_mem,rank0_broadcast,direct}" --name h200-8rank-shared lora=r128 "${@:2}" ;;
 esac
-[ -n "${OUT:-}" ] && tar czf "$OUT/gpu_results.tar.gz" bench/results bench/RESULTS.md
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu_results.tar.gz" bench/results bench/RESULTS.md; fi

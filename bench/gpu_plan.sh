@@ -23,4 +23,4 @@ case "${1:-one}" in
     run_sweep h200-8rank-plan-zero2 gpus=8 share_gpus=true loader=low_mem,direct ppo.steps=0
     run_sweep h200-8rank-plan-zero3 gpus=8 share_gpus=true zero=stage3 loader=zero3_init ppo.steps=0 ;;
 esac
-[ -n "${OUT:-}" ] && tar czf "$OUT/gpu_plan.tar.gz" bench/results
+if [ -n "${OUT:-}" ]; then tar czf "$OUT/gpu_plan.tar.gz" bench/results; fi

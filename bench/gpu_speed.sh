@@ -10,21 +10,11 @@
 # lease 3 (results/h200-speed-lease3/) ran this one at ef4e3e2, whose "after" started DeepSpeed's compiler import in a
 # thread at rank start and left fast_read's reads in flight under LoRA; both were measured, found no faster, reverted.
 set -uo pipefail
-KEEP=/tmp/keep
 if [ "${1:-}" = pack ]; then  # what exists so far, into $OUT (a later call's files replace an earlier's)
-  tar czf "$OUT/lease.tar.gz" $KEEP /tmp/lease.log 2>/dev/null; exit 0
+  tar czf "$OUT/lease.tar.gz" /tmp/keep /tmp/lease.log 2>/dev/null; exit 0
 fi
-if [ "${DRY:-0}" = 1 ]; then
-  BIG=medium SMALL=tiny DEV=cpu TAG=dry SITE=""
-else
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  BIG=llama-7b SMALL=llama-1.3b DEV=cuda TAG=h200 SITE=/tmp/site:
-fi
-mkdir -p $KEEP
-# the device image sets PYTHONDONTWRITEBYTECODE and installs with --no-compile: cache bytecode, as an ordinary
-# install has it (otherwise each process compiles torch's lazily imported modules from source)
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
-export RLHF_EXP_CACHE=/tmp/rlhf_exp_ckpt PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=/tmp/torch_ext WANDB_MODE=disabled
+source bench/device_env.sh
+if [ "${DRY:-0}" = 1 ]; then BIG=medium SMALL=tiny DEV=cpu TAG=dry; else BIG=llama-7b SMALL=llama-1.3b DEV=cuda TAG=h200; fi
 COMMON="device=$DEV lora=r128 plan.fit_check=false job_timeout_s=420"
 step() { echo "=== $(date +%T) $*"; }
 tte() { PYTHONPATH=$SITE$PWD python3 bench/time_to_engine.py --results $KEEP "$@" 2>&1 | grep -vE "UserWarning|Error importing|Plugin is|Recommended|ModuleNotFound|warnings.warn"; }

@@ -3,10 +3,9 @@
 # ref/reward on the GPU, reading them again (rank0_broadcast:reread) and with direct; every engine weight compared,
 # after the engine and after a PPO step. Results: $OUT/twin.tar.gz (results/h200-twin-check/).
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD RLHF_EXP_CACHE=/tmp/rlhf_exp_ckpt PYTHONUNBUFFERED=1 WANDB_MODE=disabled
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
-KEEP=/tmp/keep; NAME=h200-twin-check; SWEEP=/tmp/rlhf_exp_tte_$NAME
+source bench/device_env.sh
+export PYTHONPATH=$SITE$PWD
+NAME=h200-twin-check; SWEEP=/tmp/rlhf_exp_tte_$NAME
 python3 bench/time_to_engine.py --results $KEEP --name $NAME --no-limits --loaders rank0_broadcast,rank0_broadcast:reread,direct \
   model=tiny device=cuda gpus=2 share_gpus=true verify_weights=true ppo.steps=1 plan.fit_check=false 2>&1 | grep -E "^\||^limits"
 for w in $SWEEP/0_rank0_broadcast/weights/*.json; do r=$(basename "$w")

@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from time_to_engine import checkpoint_files, read_all  # noqa: E402
+
 from rlhf_exp.checkpoints.fast_read import read_header, read_safetensors, release_pinned_cache  # noqa: E402
 from rlhf_exp.checkpoints.files import weight_files  # noqa: E402
 
@@ -105,8 +107,6 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args, overrides = parser.parse_known_args()
     if args.checkpoint is None:
-        from time_to_engine import checkpoint_files
-
         files = [f for f in checkpoint_files(overrides) if "causal_lm" in str(f)]
     else:
         files = weight_files(args.checkpoint)
@@ -115,10 +115,7 @@ def main() -> None:
         return
     gib = sum(f.stat().st_size for f in files) / (1 << 30)
     figures: dict[str, object] = {"files": [str(f) for f in files], "gib": round(gib, 3)}
-    for f in files:  # into the page cache
-        with open(f, "rb") as fh:
-            while fh.read(64 << 20):
-                pass
+    read_all(files)  # into the page cache
     source = ["--checkpoint", str(args.checkpoint)] if args.checkpoint else overrides
     for mode in ["serial", "early", "serial", "early"]:  # twice each, interleaved: the machine is shared
         run = subprocess.run([sys.executable, __file__, "--child", mode, *source], capture_output=True, text=True, check=True)

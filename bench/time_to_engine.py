@@ -40,7 +40,7 @@ VARIANTS = {
 }
 
 
-def _read_all(files: list[Path], threads: int = 16) -> float:
+def read_all(files: list[Path], threads: int = 16) -> float:
     """Seconds to read every byte of `files` with `threads` parallel preads (no mapping)."""
     jobs = [(f, off) for f in files for off in range(0, f.stat().st_size, CHUNK)]
 
@@ -92,8 +92,8 @@ def pinned_to_gpu_gib_s() -> float | None:
 def limits(files: list[Path]) -> dict[str, float | None]:
     nbytes = sum(f.stat().st_size for f in files)
     evict(files)
-    disk = nbytes / GIB / _read_all(files)
-    cache = nbytes / GIB / min(_read_all(files) for _ in range(2))
+    disk = nbytes / GIB / read_all(files)
+    cache = nbytes / GIB / min(read_all(files) for _ in range(2))
     h2d = pinned_to_gpu_gib_s()
     return {
         "bytes_gib": round(nbytes / GIB, 3),
