@@ -35,6 +35,11 @@ def app_env(cache: Path) -> dict[str, str]:
     return {**os.environ, "RLHF_EXP_CACHE": str(cache), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
 
 
+# The node's used memory above the baseline taken before ranks start moves by up to ~0.5 GiB on a small shared box
+# (plan/compare.py), more than a tiny CPU job's whole rise: a tiny job's stage can read below its baseline. Seen in
+# CI: a PPO stage at -0.005 GiB while its rank held 0.53 GiB; baselines of one sweep's jobs 0.78-1.33 GiB.
+NODE_BASELINE_DRIFT_GIB = 0.5
+
 RunApp = Callable[..., tuple[subprocess.CompletedProcess, dict[str, Any] | None]]
 
 

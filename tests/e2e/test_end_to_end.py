@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import psutil
-from conftest import RunApp, assert_plan_holds
+from conftest import NODE_BASELINE_DRIFT_GIB, RunApp, assert_plan_holds
 
 from rlhf_exp.config.stages import job_stages
 
@@ -21,14 +21,12 @@ def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
         assert row["duration_s"] > 0 and row["samples"] >= 1
         for key in ("rank_peak_rss_max_gib", "rank_pss_anon_peak_max_gib", "pss_anon_sum_peak_gib"):
             assert 0 < row[key] < host, (row["stage"], key, row[key])
-        # node-wide: above the baseline taken before ranks start, which moves by up to ~0.5 GiB on a small shared
-        # box (plan/compare.py), more than a tiny CPU job's whole rise (0.05-0.3 GiB): a stage can read below it
-        assert -0.5 < row["node_peak_gib"] < host, (row["stage"], row["node_peak_gib"])
+        # node-wide: above the baseline taken before ranks start, which drifts (conftest.NODE_BASELINE_DRIFT_GIB)
+        assert -NODE_BASELINE_DRIFT_GIB < row["node_peak_gib"] < host, (row["stage"], row["node_peak_gib"])
         # every rank holds at least torch + deepspeed in private memory: tens of MiB at the very least
         assert all(r["peak_rss_gib"] > 0.05 and r["pss_anon_end_gib"] > 0.02 for r in row["per_rank"])
         # Σ over ranks cannot be below the largest rank
         assert row["pss_anon_sum_peak_gib"] >= row["rank_pss_anon_peak_max_gib"] - 1e-3
-    assert max(row["node_peak_gib"] for row in result["stages"]) > 0
     rows = {row["stage"]: row for row in result["stages"]}
     assert rows["actor.init"]["zero_stage"] == rows["critic.init"]["zero_stage"] == zero_stage
     assert 0 < rows["actor.load"]["trainable_params"] <= rows["actor.load"]["params"]
