@@ -7,7 +7,7 @@ this, so it is spelled out here.
 
 The fp32 model is allocated and zero-filled rather than randomly initialised: the checkpoint overwrites
 every weight, so random init (minutes at 7B+, single-threaded) changes no figure, while the fill keeps
-every fp32 page resident before the read starts, as the init did (bench/naive_init.py compares the two).
+every fp32 page resident before the read starts, as the init did (`python -m bench run naive-init` compares the two).
 """
 
 from __future__ import annotations

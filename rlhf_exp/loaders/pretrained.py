@@ -5,7 +5,7 @@ memory-mapped safetensors in the target dtype.
 direct: the weights go straight to the rank's device. On a GPU, by default (loader.fast_read), through
 checkpoints/fast_read.py: parallel reads into pinned buffers and host-to-device copies, with no mapping, so no
 file page enters the rank's RSS; loader.fast_read=false uses from_pretrained(device_map=device) instead (the
-library's path, kept for comparison: bench/time_to_engine.py). Given a twin (loaders/twin.py: ref after the actor,
+library's path, kept for comparison: python -m bench run time-to-engine). Given a twin (loaders/twin.py: ref after the actor,
 reward after the critic), `direct` copies the twin's weights on the GPU instead of reading. On CPU ranks the host is
 the device and `direct` does what `low_mem` does (the shared, lazily read mapping keeps CPU ranks' memory low).
 """

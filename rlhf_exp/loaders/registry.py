@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rlhf_exp.loaders.base import Loader
 
 AUTO = "auto"  # loader=auto: the planner picks the fastest loader (measured_speed.json) whose plan fits
-MEASURED_SPEED = Path(__file__).with_name("measured_speed.json")  # written by bench/time_to_engine.py --ship
+MEASURED_SPEED = Path(__file__).with_name("measured_speed.json")  # written by python -m bench run time-to-engine --ship
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 SLURM places (or refuses) a job by what it asks for; asked for by the plan, two jobs of one sweep that will use
 different memory ask for different amounts. The request is the plan's node peak plus MARGIN of it plus
-MARGIN_GIB: the plan's tolerance (bench/results/h200-plan-vs-measured.md), and room for what runs in the job's
+MARGIN_GIB: the plan's tolerance (bench/results/h200-plan-vs-measured/plan_vs_measured.md), and room for what runs in the job's
 cgroup beside the ranks (the job driver, its watcher, srun).
 """
 

@@ -98,7 +98,7 @@ def test_every_bad_input_in_the_readme_gets_its_one_line_error(
     for overrides, expected in readme_rows():
         if "(GPU host)" in overrides:
             if not gpu_host:
-                continue  # run on the H200 (bench/bad_inputs_gpu.sh)
+                continue  # needs a GPU host; run by hand on the H200 (bench/README.md)
             overrides = overrides.replace("(GPU host)", "")
         for name, path in made.items():
             overrides = overrides.replace(f"<{name}>", str(path))

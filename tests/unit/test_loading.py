@@ -87,7 +87,7 @@ def test_fast_read_gives_from_pretrained_weights_bit_for_bit(tmp_path_factory, p
 
 
 def test_naive_zero_fill_keeps_random_init_weights(checkpoints: dict[str, Path]) -> None:
-    """Skipping the random init changes nothing the checkpoint fills (bench/naive_init.py: time and VmHWM)."""
+    """Skipping the random init changes nothing the checkpoint fills (python -m bench run naive-init: time and VmHWM)."""
     from rlhf_exp.loaders.naive import load_naive
 
     req = request(checkpoints["causal_lm"], "causal_lm")

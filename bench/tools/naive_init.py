@@ -1,6 +1,6 @@
 """naive's load before (random fp32 init, as transformers' from_config does) and after (zero-filled fp32) in one run.
 
-    python bench/naive_init.py --preset llama-7b --dtype fp16 --repeat 1
+    python -m bench run naive-init          # the scenario: the llama-1.3b actor
 
 Each variant loads one role in a fresh process through the real loader (rlhf_exp.loaders.naive) and reports
 its time and VmHWM (kernel). The target: VmHWM within 2 % of the random-init load, and faster.
@@ -8,11 +8,13 @@ its time and VmHWM (kernel). The target: VmHWM within 2 % of the random-init loa
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
+
+from bench import GIB
+from bench.scenario import Context
+from bench.tools.tables import markdown
 
 CHILD = """
 import json, sys, time, torch
@@ -28,33 +30,30 @@ print(json.dumps({"seconds": time.perf_counter() - start, "vmhwm": kernel.proces
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", default="llama-350m")
-    parser.add_argument("--dtype", default="fp16")
-    parser.add_argument("--cache-dir", default="~/.cache/rlhf_exp")
-    parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
+def measure(preset: str, dtype: str = "fp16", repeat: int = 1) -> tuple[list[dict], float]:
     from rlhf_exp.checkpoints.files import weight_bytes
     from rlhf_exp.checkpoints.generate import resolve_checkpoint
+    from rlhf_exp.config.compose import compose_config
+    from rlhf_exp.config.schema import validate
 
-    ckpt = resolve_checkpoint(args.preset, None, "causal_lm", args.dtype, args.cache_dir)
+    cache_dir = validate(compose_config([])).model.cache_dir  # $RLHF_EXP_CACHE, as the app's
+    ckpt = resolve_checkpoint(preset, None, "causal_lm", dtype, cache_dir)
     rows = []
-    for _ in range(args.repeat):
+    for _ in range(repeat):
         for init in ("random", "zeros"):
             out = subprocess.run([sys.executable, "-c", CHILD, str(ckpt), init], capture_output=True, text=True, check=True)
             rows.append({"init": init, **json.loads(out.stdout.strip().splitlines()[-1])})
-    gib = 1 << 30
-    print(f"naive load of {args.preset} ({weight_bytes(ckpt) / gib:.2f} GiB {args.dtype} checkpoint), one process each:")
-    print("| fp32 init | load s | VmHWM GiB |\n|---|---|---|")
-    for r in rows:
-        print(f"| {r['init']} | {r['seconds']:.1f} | {r['vmhwm'] / gib:.3f} |")
+    return rows, weight_bytes(ckpt) / GIB
+
+
+def table(ctx: Context) -> str:
+    preset = ctx.sizes["small"]
+    rows, gib = measure(preset)
+    (ctx.out / "naive_init.json").write_text(json.dumps({"preset": preset, "dtype": "fp16", "runs": rows}, indent=1))
     rnd, zer = (min(r["vmhwm"] for r in rows if r["init"] == i) for i in ("random", "zeros"))
-    print(f"VmHWM zeros/random = {zer / rnd:.4f} (target within 2 %)")
-    if args.out:
-        args.out.write_text(json.dumps({"preset": args.preset, "dtype": args.dtype, "runs": rows}, indent=1))
-
-
-if __name__ == "__main__":
-    main()
+    shown = [{"fp32 init": r["init"], "load s": round(r["seconds"], 1), "VmHWM GiB": round(r["vmhwm"] / GIB, 3)} for r in rows]
+    return (
+        f"naive load of the {preset} actor ({gib:.2f} GiB fp16 checkpoint), one process each:\n\n"
+        + markdown(shown)
+        + f"\nVmHWM zeros/random = {zer / rnd:.4f} (target within 2 %)\n"
+    )

@@ -1,17 +1,17 @@
-"""Planned against measured for every job of one or more sweeps: a markdown table per job.
+"""Planned against measured for every job: a markdown table per job, and the tolerance the CPU tests assert.
 
-    python bench/plan_check.py <sweep dir> [...] [--out FILE]
+    python -m bench plan-check <sweep or results dir> [...] [--replan]     # any dir of result files
 
 Figures: rlhf_exp.plan.compare (the plan each job stored beside its measurement, and the job's own
-kernel/torch.cuda readings). The tolerance line is the one the CPU tests assert.
+kernel/torch.cuda readings).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
+from bench.scenario import Context
 from rlhf_exp.plan.compare import GPU_REL_TOL, HOST_ABS_TOL_GIB, HOST_REL_TOL, compare
 
 
@@ -60,27 +60,31 @@ def replan(result: dict) -> dict:
     return {**result, "plan": {**old, **plan.to_dict()}}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("sweeps", nargs="+", type=Path, help="sweep dirs, or dirs of copied result files (*.json)")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--replan", action="store_true", help="recompute each plan with the current formulas")
-    args = parser.parse_args()
-    text = (
-        f"Tolerance: rank rise and node peak within max({HOST_REL_TOL:.0%} of measured, {HOST_ABS_TOL_GIB} GiB); "
-        f"GPU within {GPU_REL_TOL:.0%}. GiB throughout.\n\n"
+TOLERANCE = (
+    f"Tolerance: rank rise and node peak within max({HOST_REL_TOL:.0%} of measured, {HOST_ABS_TOL_GIB} GiB); "
+    f"GPU within {GPU_REL_TOL:.0%}. GiB throughout.\n\n"
+)
+
+
+def result_files(folder: Path) -> list[Path]:
+    """A sweep's job result files, or a results folder's copied ones."""
+    return sorted(folder.glob("**/result.json")) or sorted(
+        f for f in folder.glob("**/*.json") if "checkpoint_gib" in json.loads(f.read_text() or "{}")
     )
-    if args.replan:
-        text = "Plans recomputed with the current formulas (--replan). " + text
-    for sweep in args.sweeps:
-        files = sorted(sweep.glob("**/result.json")) or sorted(f for f in sweep.glob("*.json") if f.stem != "time_to_engine")
-        for f in files:
+
+
+def check(folders: list[Path], replan_plans: bool = False) -> str:
+    text = ("Plans recomputed with the current formulas (--replan). " if replan_plans else "") + TOLERANCE
+    for folder in folders:
+        for f in result_files(folder):
             result = json.loads(f.read_text())
-            text += job_table(replan(result) if args.replan else result) + "\n"
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+            text += job_table(replan(result) if replan_plans else result) + "\n"
+    return text
 
 
-if __name__ == "__main__":
-    main()
+def table(ctx: Context) -> str:
+    text = TOLERANCE
+    for job in ctx.completed():
+        text += f"run {job.run}: " + job_table(job.result) + "\n"
+    failed = [f"{j.run}/{j.label}" for j in ctx.jobs if j not in ctx.completed()]
+    return text + (f"not completed: {', '.join(failed)}\n" if failed else "")

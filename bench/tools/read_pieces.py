@@ -1,7 +1,7 @@
 """Where fast_read's time goes on a GPU, piece by piece, on one checkpoint already in the page cache.
 
-    python bench/read_pieces.py model=llama-7b             # the actor checkpoint of that preset (generated once)
-    python bench/read_pieces.py --checkpoint DIR           # any safetensors checkpoint directory
+    python -m bench run read-pieces                        # the llama-7b actor (the scenario)
+    python -m bench.tools.read_pieces --checkpoint DIR     # any safetensors checkpoint directory
 
 Prints seconds for: page-locked staging buffers (16 threads x 2 x 16 MiB) allocated one by one, in the reading
 threads, as one block, and handed back; the checkpoint's tensors allocated on the GPU; read_safetensors with the
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from time_to_engine import checkpoint_files, read_all  # noqa: E402
-
-from rlhf_exp.checkpoints.fast_read import read_header, read_safetensors, release_pinned_cache  # noqa: E402
-from rlhf_exp.checkpoints.files import weight_files  # noqa: E402
+from bench.jobs import checkpoint_files
+from bench.scenario import Context
+from bench.tools.time_to_engine import read_all
+from rlhf_exp.checkpoints.fast_read import read_header, read_safetensors, release_pinned_cache
+from rlhf_exp.checkpoints.files import weight_files
 
 THREADS, CHUNK = 16, 16 << 20
 GPU = torch.cuda.is_available()  # without one (a rehearsal), the reads go to the CPU and the GPU figures are skipped
@@ -118,7 +118,12 @@ def main() -> None:
     read_all(files)  # into the page cache
     source = ["--checkpoint", str(args.checkpoint)] if args.checkpoint else overrides
     for mode in ["serial", "early", "serial", "early"]:  # twice each, interleaved: the machine is shared
-        run = subprocess.run([sys.executable, __file__, "--child", mode, *source], capture_output=True, text=True, check=True)
+        run = subprocess.run(
+            [sys.executable, "-m", "bench.tools.read_pieces", "--child", mode, *source],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         figures.setdefault(f"fresh_process_{mode}", []).append(json.loads(run.stdout.strip().splitlines()[-1]))  # type: ignore[union-attr]
     if GPU:
         torch.empty(1, device=DEVICE)
@@ -135,6 +140,20 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
+
+
+def table(ctx: Context) -> str:
+    """The scenario: this module in a process of its own (fresh CUDA state), on the actor of the scenario's model."""
+    out = ctx.out / "read_pieces.json"
+    subprocess.run(
+        [sys.executable, "-m", "bench.tools.read_pieces", "--out", str(out), f"model={ctx.sizes['model']}"], check=True
+    )
+    figures = json.loads(out.read_text())
+    flat = {k: v for k, v in figures.items() if not isinstance(v, list)}
+    rows = [{"figure": k, "value": v} for k, v in flat.items()]
+    rows += [{"figure": f"{k}[{i}].{f}", "value": v} for k, runs in figures.items() if k.startswith("fresh")
+             for i, run in enumerate(runs) for f, v in run.items()]  # fmt: skip
+    return "\n".join(["| figure | value |", "|---|---|", *(f"| {r['figure']} | {r['value']} |" for r in rows)]) + "\n"
 
 
 if __name__ == "__main__":

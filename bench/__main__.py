@@ -1,0 +1,95 @@
+"""python -m bench: run named scenarios (one command on a GPU machine or, --dry-run, on CPU), and keep their results.
+
+python -m bench list
+python -m bench run seed time-to-engine            # in turn; results/<scenario>-<date>/, a table each
+python -m bench run all --dry-run                  # every scenario's smallest configuration on CPU
+python -m bench run seed --detach                  # on a lent GPU machine: outlives the call (then `follow`)
+python -m bench follow --wait 540 --pack $OUT      # wait for the detached run, print its end, pack its results
+python -m bench unpack bench_results.tar.gz        # here: the packed folders into results/, RESULTS.md rebuilt
+python -m bench summarize                          # RESULTS.md from results/
+python -m bench plan-check DIR... [--replan]       # plan vs measured for any job dirs or result files
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from bench import device
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="the scenarios")
+    run = sub.add_parser("run", help="run scenarios in turn")
+    run.add_argument("scenarios", nargs="+", help="scenario names, or all")
+    run.add_argument("--dry-run", action="store_true", help="each scenario's smallest configuration, on CPU")
+    run.add_argument("--results", type=Path, help="the results root (default: bench/results; a dry run: a temp dir)")
+    run.add_argument("--only", default="", help="comma-separated loaders: run only these of each scenario's")
+    run.add_argument("--repeat", type=int, default=1, help="run every job this many times, in turn (a machine's noise)")
+    run.add_argument("--baseline", type=Path, help="an older source tree: each job also runs from it, alternating")
+    run.add_argument("--ship", action="store_true", help="time-to-engine: write loader=auto's order (measured_speed.json)")
+    run.add_argument("--detach", action="store_true", help="run in a new session that outlives the call (a lent machine)")
+    run.add_argument("--pack", type=Path, help="tar the results into this folder at the end ($OUT on a lent machine)")
+    follow = sub.add_parser("follow", help="wait for a detached run, print its console's end, pack its results")
+    follow.add_argument("--wait", type=float, default=0, help="seconds to wait at most")
+    follow.add_argument("--pack", type=Path)
+    sub.add_parser("stop", help="stop a detached run")
+    unpack = sub.add_parser("unpack", help="a packed tarball's folders into bench/results, RESULTS.md rebuilt")
+    unpack.add_argument("tarball", type=Path)
+    sub.add_parser("summarize", help="rebuild RESULTS.md")
+    check = sub.add_parser("plan-check", help="plan vs measured for job dirs or folders of result files")
+    check.add_argument("folders", nargs="+", type=Path)
+    check.add_argument("--replan", action="store_true", help="recompute each plan with the current formulas")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    if args.command == "follow":
+        return device.follow(args.wait, args.pack)
+    if args.command == "stop":
+        device.stop()
+        return 0
+    if args.command in ("unpack", "summarize"):
+        from bench.tools import summarize
+
+        if args.command == "unpack":
+            summarize.unpack(args.tarball)
+        summarize.write_results_md()
+        return 0
+    device.ensure_libraries(argv)
+    device.machine_environment()
+    from bench.runner import run_scenarios
+    from bench.scenarios import SCENARIOS
+
+    if args.command == "list":
+        for s in SCENARIOS.values():
+            print(f"{s.name:18} {s.summary}")
+        return 0
+    if args.command == "plan-check":
+        from bench.tools.plan_check import check
+
+        print(check(args.folders, args.replan))
+        return 0
+    names = list(SCENARIOS) if args.scenarios == ["all"] else args.scenarios
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        print(f"error: scenario {unknown[0]!r} unknown; valid: all, {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    if args.detach:
+        device.detach(
+            [a for a in argv if a != "--detach"] + ([] if args.results else ["--results", str(device.KEEP / "results")])
+        )
+        return 0
+    command = "python -m bench " + shlex.join(argv)
+    return run_scenarios([SCENARIOS[n] for n in names], args, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,99 @@
+"""The app's jobs a scenario declares, run one at a time (each has the machine to itself), results collected."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import GIB, REPO
+from bench.scenario import Context, JobResult, Run
+
+# loader:variant: the loader with these overrides, in the same run (a before/after)
+VARIANTS = {
+    "library": ["loader.fast_read=false"],  # direct through from_pretrained(device_map): the path before fast_read
+    "reread": ["loader.copy_twin=false"],  # ref/reward read their checkpoint again instead of copying on the GPU
+}
+EVERY_JOB = ["plan.fit_check=false"]  # the bench measures what happens, fitting or not (the watchdog still guards)
+
+
+def checkpoint_files(overrides: list[str]) -> list[Path]:
+    """The job's weight files, generated now if missing (so generation is never timed as loading)."""
+    from rlhf_exp.checkpoints.files import weight_files
+    from rlhf_exp.checkpoints.generate import resolve_checkpoint
+    from rlhf_exp.config.compose import compose_config
+    from rlhf_exp.config.roles import CHECKPOINT_KIND
+    from rlhf_exp.config.schema import validate
+
+    m = validate(compose_config([o for o in overrides if not o.startswith("loader.")])).model
+    files = []
+    for which, kind in CHECKPOINT_KIND.items():
+        spec = getattr(m, which)
+        files += weight_files(resolve_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir))
+    return files
+
+
+def generate(models: tuple[str, ...]) -> None:
+    for model in dict.fromkeys(models):
+        start = time.perf_counter()
+        files = checkpoint_files([f"model={model}"])
+        gib = sum(f.stat().st_size for f in files) / GIB
+        print(f"checkpoints {model}: {gib:.1f} GiB ready in {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def loaders_of(run: Run, ctx: Context) -> tuple[str, ...]:
+    loaders = (run.dry_loaders or run.loaders[:1]) if ctx.dry else run.loaders
+    return tuple(name for name in loaders if not ctx.only or name.partition(":")[0] in ctx.only)
+
+
+def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
+    loader, _, variant = name.partition(":")
+    overrides = [o.format(**ctx.sizes) for o in run.overrides]
+    ppo = [] if any(o.startswith("ppo.steps=") for o in overrides) else ["ppo.steps=0"]  # PPO is not the engine's time
+    return [sys.executable, "-m", "rlhf_exp", f"loader={loader}", f"hydra.run.dir={job_dir}", *EVERY_JOB, *ppo,
+            *overrides, *VARIANTS.get(variant, [])]  # fmt: skip
+
+
+def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobResult:
+    job_dir = ctx.work / run.name / f"{len(ctx.jobs)}_{label.replace(':', '_').replace('@', '_')}"
+    cmd = job_command(run, name, ctx, job_dir)
+    print("$", " ".join(cmd[1:]).replace(sys.executable, "python"), flush=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)}
+    subprocess.run(cmd, cwd=tree, env=env)
+    result_file = job_dir / "result.json"
+    result = json.loads(result_file.read_text()) if result_file.exists() else None
+    return JobResult(run.name, label, result, job_dir, ["python", *cmd[1:]])
+
+
+def runs_of(ctx: Context) -> tuple[Run, ...]:
+    """--dry-run: the smallest configuration, the first run (its first loader); the rest share its code path and
+    their configs are validated by tests/unit/test_bench.py."""
+    return ctx.scenario.runs[:1] if ctx.dry else ctx.scenario.runs
+
+
+def run_all(ctx: Context) -> None:
+    """Every run's jobs, --repeat times in turn (a machine's noise), each beside the --baseline tree's same job."""
+    for _ in range(ctx.repeat):
+        for run in runs_of(ctx):
+            for name in loaders_of(run, ctx):
+                if ctx.baseline:
+                    ctx.jobs.append(run_job(run, name, ctx, ctx.baseline, f"{name}@baseline"))
+                ctx.jobs.append(run_job(run, name, ctx, REPO, name))
+
+
+def keep_results(ctx: Context) -> None:
+    """Each job's result.json into <out>/<run>/<label>[.k].json (k for repeats)."""
+    seen: dict[tuple[str, str], int] = {}
+    for job in ctx.jobs:
+        if job.result is None:
+            continue
+        key = (job.run, job.label)
+        seen[key] = seen.get(key, 0) + 1
+        suffix = f".{seen[key]}" if seen[key] > 1 else ""
+        folder = ctx.out / job.run
+        folder.mkdir(parents=True, exist_ok=True)
+        name = job.label.replace(":", "_").replace("@", "_")
+        (folder / f"{name}{suffix}.json").write_text(json.dumps({**job.result, "bench_command": job.command}, indent=1))

@@ -1,0 +1,62 @@
+"""Run scenarios in turn: checkpoints generated first, then each scenario's jobs and its table, one results folder
+each. A scenario that fails is reported and the next one runs (a lease's later steps are not lost to an early one)."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import traceback
+from pathlib import Path
+
+from bench import RESULTS, device, jobs, provenance
+from bench.scenario import Context, Scenario
+
+
+def results_root(args: argparse.Namespace) -> Path:
+    if args.results:
+        return args.results
+    return Path(tempfile.mkdtemp(prefix="bench_dry_")) if args.dry_run else RESULTS
+
+
+def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: str) -> Path:
+    sizes = scenario.dry if args.dry_run else scenario.full
+    out = provenance.results_folder(root, scenario.name, args.dry_run)
+    ctx = Context(
+        scenario=scenario,
+        sizes=sizes,
+        dry=args.dry_run,
+        out=out,
+        work=Path(tempfile.mkdtemp(prefix=f"bench_{scenario.name}_")),
+        repeat=1 if args.dry_run else args.repeat,
+        baseline=args.baseline.resolve() if args.baseline else None,
+        ship=args.ship,
+        only=tuple(x for x in args.only.split(",") if x),
+    )
+    print(f"=== {scenario.name} ({'dry run' if ctx.dry else 'full'}): {scenario.summary}", flush=True)
+    provenance.write(out, scenario.name, command, ctx.dry, {"sizes": dict(sizes), "summary": scenario.summary})
+    jobs.generate(scenario.models(sizes))
+    if scenario.prepare:
+        scenario.prepare(ctx)
+    jobs.run_all(ctx)
+    jobs.keep_results(ctx)
+    text = scenario.table(ctx)
+    (out / provenance.TABLE).write_text(f"`{command}`\n\n{text}")
+    print(text, flush=True)
+    print(f"results: {out}", flush=True)
+    return out
+
+
+def run_scenarios(scenarios: list[Scenario], args: argparse.Namespace, command: str) -> int:
+    root = results_root(args)
+    failed = []
+    for scenario in scenarios:
+        try:
+            run_one(scenario, args, root, command)
+        except Exception:  # noqa: BLE001 - reported, and the lease's next scenario still runs
+            traceback.print_exc()
+            failed.append(scenario.name)
+        if args.pack:
+            device.pack_results(root, args.pack)
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0

@@ -1,0 +1,112 @@
+"""Every scenario, declared once: its configs on the GPU machine (`full`) and its smallest CPU rehearsal (`dry`).
+
+Placeholders in a run's overrides: {model} (the pair under test), {small} (a smaller pair), {device}, {ranks}
+(ranks sharing the GPU in the host-memory studies), {timeout} (job_timeout_s), {tokens} (prompt and answer length
+of the long PPO step).
+"""
+
+from __future__ import annotations
+
+from bench.scenario import Run, Scenario
+from bench.tools import digests, host_figures, naive_init, plan_check, read_pieces, stages, time_to_engine
+
+GPU = {"device": "cuda", "timeout": "900"}
+CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ranks": "2", "tokens": "8"}
+ZERO2 = ("gpus=1", "lora=r128", "device={device}", "job_timeout_s={timeout}")
+SHARED = ("gpus={ranks}", "share_gpus=true", "model={small}", "lora=r128", "device={device}", "job_timeout_s={timeout}")
+EVERY_LOADER = ("naive", "staggered", "low_mem", "rank0_broadcast", "direct")
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario(
+            name="seed",
+            summary="the 2023 seed job (DeepSpeedExamples 529) on one GPU: 13B actor + 7B critic, LoRA r128, ZeRO-2, naive, "
+            "one PPO step; every stage's time, rank VmHWM, GPU, the job's wall time and a profile of the engine build",
+            full={**GPU, "model": "llama-13b"},
+            dry=CPU,
+            runs=(Run("naive", ("naive",), (*ZERO2, "model={model}", "zero=stage2", "ppo.steps=1", "profile=true")),),
+            table=stages.table,
+        ),
+        Scenario(
+            name="time-to-engine",
+            summary="seconds from nothing to the four engines per loader (load and init stages), beside this machine's "
+            "disk, page-cache and host-to-GPU limits for the same bytes; --ship sets loader=auto's order",
+            full={**GPU, "model": "llama-7b"},
+            dry=CPU,
+            runs=(
+                Run("zero2", ("direct", "rank0_broadcast", "low_mem", "naive", "staggered"), (*ZERO2, "model={model}")),
+                Run("zero3", ("zero3_init", "direct"), (*ZERO2, "model={model}", "zero=stage3")),
+            ),
+            prepare=time_to_engine.measure_limits,
+            table=time_to_engine.table,
+        ),
+        Scenario(
+            name="plan-vs-measured",
+            summary="every stage's planned rank, node and GPU figures against the measured ones: gpus=1 with every "
+            "loader (ZeRO-2, ZeRO-3), the PPO step at 512+512 tokens, and 8 ranks sharing the GPU",
+            full={**GPU, "model": "llama-7b", "small": "llama-1.3b", "ranks": "8", "tokens": "512"},
+            dry=CPU,
+            runs=(
+                Run("zero2", ("naive", "direct", "low_mem", "rank0_broadcast"), (*ZERO2, "model={model}", "ppo.steps=1")),
+                Run("zero3", ("zero3_init", "direct"), (*ZERO2, "model={model}", "zero=stage3", "ppo.steps=1")),
+                Run(
+                    "ppo-long",
+                    ("direct",),
+                    (
+                        *ZERO2,
+                        "model={model}",
+                        "ppo.steps=1",
+                        "ppo.prompt_len={tokens}",
+                        "ppo.answer_len={tokens}",
+                        "train.micro_batch_size=4",
+                    ),
+                ),  # fmt: skip
+                Run("shared-zero2", ("direct", "rank0_broadcast", "low_mem", "naive"), (*SHARED, "ppo.steps=1")),
+                Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1")),
+            ),
+            table=plan_check.table,
+        ),
+        Scenario(
+            name="loaders",
+            summary="the host-memory study: 8 ranks sharing the GPU (the host of an 8-GPU node) load with each loader; "
+            "node rise while every rank loads the actor, against the checkpoint",
+            full={**GPU, "small": "llama-1.3b", "ranks": "8"},
+            dry=CPU,
+            runs=(Run("zero2", EVERY_LOADER, SHARED), Run("zero3", ("zero3_init",), (*SHARED, "zero=stage3"))),
+            table=host_figures.table,
+        ),
+        Scenario(
+            name="digests",
+            summary="engine weights bit-identical across loaders (sha256 of every weight after the engine and after a "
+            "PPO step): naive, direct and rank0_broadcast, ref/reward copied on the GPU and read again",
+            full={**GPU, "small": "llama-1.3b", "ranks": "2"},
+            dry=CPU,
+            runs=(
+                Run(
+                    "shared",
+                    ("naive", "direct", "direct:reread", "rank0_broadcast", "rank0_broadcast:reread"),
+                    (*SHARED, "verify_weights=true", "ppo.steps=1"),
+                    dry_loaders=("naive", "direct"),
+                ),
+            ),
+            table=digests.table,
+        ),
+        Scenario(
+            name="naive-init",
+            summary="naive's fp32 model zero-filled against randomly initialised (as from_config would): load time and "
+            "VmHWM of the llama-1.3b actor, one process each",
+            full={"small": "llama-1.3b"},
+            dry={"small": "tiny"},
+            table=naive_init.table,
+        ),
+        Scenario(
+            name="read-pieces",
+            summary="where one fast_read of the llama-7b actor goes on a GPU: pinned staging buffers, GPU allocation, the "
+            "read, and DeepSpeed's one-time compiler import beside it",
+            full={"model": "llama-7b"},
+            dry={"model": "tiny"},
+            table=read_pieces.table,
+        ),
+    )
+}

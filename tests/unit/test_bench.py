@@ -1,0 +1,73 @@
+"""The bench's scenarios cannot rot between GPU leases: every job they declare, at the GPU's sizes and the dry run's,
+composes and validates as the app would; every results folder says which scenario and command made it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, compose_settings
+
+sys.path.insert(0, str(REPO))
+from bench import RESULTS, provenance  # noqa: E402
+from bench.__main__ import main  # noqa: E402
+from bench.jobs import VARIANTS, job_command  # noqa: E402
+from bench.scenario import Context  # noqa: E402
+from bench.scenarios import SCENARIOS  # noqa: E402
+from bench.tools.summarize import results_md  # noqa: E402
+
+DECLARED = [
+    (scenario, run, loader, dry)
+    for scenario in SCENARIOS.values()
+    for run in scenario.runs
+    for dry in (False, True)
+    for loader in run.loaders
+]
+
+
+@pytest.mark.parametrize(
+    "scenario,run,loader,dry", DECLARED, ids=[f"{s.name}/{r.name}/{ld}/{'dry' if d else 'gpu'}" for s, r, ld, d in DECLARED]
+)
+def test_every_declared_job_is_a_valid_app_config(scenario, run, loader, dry, tmp_path: Path) -> None:
+    ctx = Context(scenario, scenario.dry if dry else scenario.full, dry, tmp_path, tmp_path)
+    overrides = [o for o in job_command(run, loader, ctx, tmp_path)[3:] if not o.startswith("hydra.")]
+    assert loader.partition(":")[2] in ("", *VARIANTS)
+    settings = compose_settings(*overrides)
+    assert settings.loader.name == loader.partition(":")[0]
+    assert settings.device == ("cpu" if dry else "cuda")
+
+
+def test_every_scenario_has_both_sizes_for_its_placeholders() -> None:
+    for scenario in SCENARIOS.values():
+        used = {
+            p
+            for run in scenario.runs
+            for o in run.overrides
+            for p in ("model", "small", "device", "ranks", "timeout", "tokens")
+            if "{" + p + "}" in o
+        }
+        assert used <= set(scenario.full) and used <= set(scenario.dry), scenario.name
+
+
+def test_a_results_folder_is_named_by_scenario_and_date_and_never_reused(tmp_path: Path) -> None:
+    first = provenance.results_folder(tmp_path, "seed", dry=False)
+    second = provenance.results_folder(tmp_path, "seed", dry=False)
+    assert first.name.startswith("seed-20") and second.name == first.name + "-2"
+    assert provenance.results_folder(tmp_path, "seed", dry=True).name.endswith("-dry")
+
+
+def test_an_unknown_scenario_is_one_line_naming_the_valid_ones(capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "seeds"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: scenario 'seeds' unknown; valid: all, seed, ") and "\n" not in err
+
+
+def test_every_results_folder_names_its_scenario_and_command_and_results_md_is_current() -> None:
+    for folder in (p for p in RESULTS.iterdir() if p.is_dir()):
+        record = json.loads((folder / provenance.PROVENANCE).read_text())
+        scenarios = [s.strip() for s in record["scenario"].split(",")]
+        assert all(s in SCENARIOS for s in scenarios), folder.name
+        assert record.get("command") or record.get("commands"), folder.name
+    assert (RESULTS.parent / "RESULTS.md").read_text() == results_md(), "run: python -m bench summarize"
