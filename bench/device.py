@@ -94,8 +94,10 @@ def follow(wait_s: float, pack: Path | None, lines: int = 60) -> int:
         time.sleep(2)
     if LOG.exists():
         print("\n".join(LOG.read_text(errors="replace").splitlines()[-lines:]))
-    state = "still running" if running() else "finished"
-    print(f"--- the detached run: {state}")
+    if not PID.exists():
+        print(f"--- no detached run on this machine ({PID} is absent: a fresh machine, /tmp gone with the last one)")
+        return 1
+    print(f"--- the detached run: {'still running' if running() else 'finished'}")
     if pack:
         pack_results(KEEP / "results", pack)
     return 0

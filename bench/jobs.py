@@ -60,7 +60,7 @@ def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
 def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobResult:
     job_dir = ctx.work / run.name / f"{len(ctx.jobs)}_{label.replace(':', '_').replace('@', '_')}"
     cmd = job_command(run, name, ctx, job_dir)
-    print("$", " ".join(cmd[1:]).replace(sys.executable, "python"), flush=True)
+    print("$ python", " ".join(cmd[1:]), flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)}
     subprocess.run(cmd, cwd=tree, env=env)
     result_file = job_dir / "result.json"

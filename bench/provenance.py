@@ -41,6 +41,9 @@ def machine() -> dict[str, Any]:
 
 
 def commit() -> str | None:
+    """The code's commit: $BENCH_COMMIT where given (the lent machine's copy of the tree may carry an older .git)."""
+    if os.environ.get("BENCH_COMMIT"):
+        return os.environ["BENCH_COMMIT"]
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return out.stdout.strip() or None
 

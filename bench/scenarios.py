@@ -8,7 +8,7 @@ of the long PPO step).
 from __future__ import annotations
 
 from bench.scenario import Run, Scenario
-from bench.tools import digests, host_figures, naive_init, plan_check, read_pieces, stages, time_to_engine
+from bench.tools import digests, host_figures, host_speed, naive_init, plan_check, read_pieces, stages, time_to_engine
 
 GPU = {"device": "cuda", "timeout": "900"}
 CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ranks": "2", "tokens": "8"}
@@ -99,6 +99,14 @@ SCENARIOS: dict[str, Scenario] = {
             full={"small": "llama-1.3b"},
             dry={"small": "tiny"},
             table=naive_init.table,
+        ),
+        Scenario(
+            name="host-speed",
+            summary="this host's memory speeds as naive's load and DeepSpeed's cast meet them: fresh pages first touched, "
+            "private reads, host to GPU; torch's allocator as is and with transparent huge pages, 1 thread and all cores",
+            full={"gib": "4"},
+            dry={"gib": "0.25"},
+            table=host_speed.table,
         ),
         Scenario(
             name="read-pieces",
