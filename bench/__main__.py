@@ -30,6 +30,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     run.add_argument("scenarios", nargs="+", help="scenario names, or all")
     run.add_argument("--dry-run", action="store_true", help="each scenario's smallest configuration, on CPU")
     run.add_argument("--results", type=Path, help="the results root (default: bench/results; a dry run: a temp dir)")
+    run.add_argument(
+        "--size",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="replace one of the scenario's sizes, e.g. --size model=llama-350m --size device=cpu",
+    )
     run.add_argument("--only", default="", help="comma-separated loaders: run only these of each scenario's")
     run.add_argument("--repeat", type=int, default=1, help="run every job this many times, in turn (a machine's noise)")
     run.add_argument("--baseline", type=Path, help="an older source tree: each job also runs from it, alternating")

@@ -70,7 +70,7 @@ def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobRes
 
 def runs_of(ctx: Context) -> tuple[Run, ...]:
     """--dry-run: the smallest configuration, the first run (its first loader); the rest share its code path and
-    their configs are validated by tests/unit/test_bench.py."""
+    their configs are validated by tests/unit/test_bench_scenarios.py."""
     return ctx.scenario.runs[:1] if ctx.dry else ctx.scenario.runs
 
 

@@ -19,7 +19,7 @@ def results_root(args: argparse.Namespace) -> Path:
 
 
 def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: str) -> Path:
-    sizes = scenario.dry if args.dry_run else scenario.full
+    sizes = {**(scenario.dry if args.dry_run else scenario.full), **dict(kv.split("=", 1) for kv in args.size)}
     out = provenance.results_folder(root, scenario.name, args.dry_run)
     ctx = Context(
         scenario=scenario,

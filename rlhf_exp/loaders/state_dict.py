@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
-from safetensors.torch import load as load_safetensors_bytes
 from torch import nn
 
+from rlhf_exp.checkpoints.fast_read import read_header
 from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.checkpoints.meta import checkpoint_key_mapper, weight_shapes
+
+READ_CHUNK = 16 << 20
 
 
 def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
@@ -23,8 +27,40 @@ def read_private_state_dict(checkpoint: Path) -> dict[str, torch.Tensor]:
         if f.suffix == ".bin":  # pickle: tensors only, never arbitrary objects
             state.update(torch.load(f, map_location="cpu", weights_only=True))
         else:
-            state.update(load_safetensors_bytes(f.read_bytes()))
+            state.update(read_file_private(f, torch.get_num_threads()))
     return state
+
+
+def read_file_private(path: Path, threads: int) -> dict[str, torch.Tensor]:
+    """One safetensors file's tensors in private memory, held as `safetensors.torch.load(path.read_bytes())` holds
+    them: the file's bytes read whole into one buffer, each tensor copied out of it, the buffer freed; but the read
+    is `threads` parallel preads and the copies torch's parallel copy, not one thread each (a 24 GiB 13B shard set
+    took 56 s to read and 139 s to deserialize on the H200 host: bench/results/seed-2026-12-04)."""
+    entries = read_header(path)
+    if not entries:
+        return {}
+    first = entries[0].start
+    raw = torch.empty(entries[-1].end - first, dtype=torch.uint8)
+    view = memoryview(raw.numpy())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+
+        def read(index: int) -> None:
+            for offset in range(index * READ_CHUNK, len(view), threads * READ_CHUNK):
+                piece = view[offset : offset + READ_CHUNK]
+                done = 0
+                while done < len(piece):
+                    n = os.preadv(fd, [piece[done:]], first + offset + done)
+                    if n == 0:
+                        raise EOFError(f"{path} ended at byte {first + offset + done}")
+                    done += n
+
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            list(pool.map(read, range(max(1, threads))))
+    finally:
+        os.close(fd)
+    # a byte copy first: the tensor gets its own storage, aligned for its dtype whatever its offset in the file
+    return {e.name: raw[e.start - first : e.end - first].clone().view(e.dtype).reshape(e.shape) for e in entries}
 
 
 def match_keys(state: dict[str, torch.Tensor], model: nn.Module) -> dict[str, torch.Tensor]:

@@ -116,3 +116,63 @@ def test_copy_twin_gives_the_checkpoint_weights_from_a_lora_engine_model(tmp_pat
         assert copied[name].dtype == read[name].dtype and torch.equal(copied[name], read[name]), name
     twin_weights = {t.data_ptr() for t in base_model(source).state_dict().values()}
     assert not twin_weights & {t.data_ptr() for t in copied.values()}  # copies, not the twin's own tensors
+
+
+@pytest.mark.parametrize("threads", [1, 3, 16])
+def test_naives_private_read_holds_what_safetensors_load_of_the_bytes_holds(tmp_path: Path, threads: int) -> None:
+    """naive's parallel read gives the tensors `safetensors.torch.load(read_bytes())` gives: dtypes, shapes, bits,
+    each in its own storage; also for a tensor at an offset its dtype does not divide, and across chunk borders."""
+    from safetensors.torch import load, save_file
+
+    from rlhf_exp.loaders import state_dict
+
+    tensors = {
+        "byte": torch.arange(3, dtype=torch.uint8),  # puts the next tensors at odd offsets
+        "half": torch.randn(1000, 37, dtype=torch.float16),
+        "long": torch.arange(11, dtype=torch.int64),
+        "bf16": torch.randn(4097, dtype=torch.bfloat16),
+        "f32": torch.randn(5, 7),
+    }
+    path = tmp_path / "model.safetensors"
+    save_file(tensors, path)
+    expected = load(path.read_bytes())
+    chunk = state_dict.READ_CHUNK
+    state_dict.READ_CHUNK = 1000  # many chunks, borders inside tensors
+    try:
+        got = state_dict.read_file_private(path, threads)
+    finally:
+        state_dict.READ_CHUNK = chunk
+    assert got.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert got[name].dtype == tensor.dtype and got[name].shape == tensor.shape and torch.equal(got[name], tensor)
+    assert len({t.untyped_storage().data_ptr() for t in got.values()}) == len(got)  # private storages, not views
+
+
+def test_adapters_moved_in_one_copy_equal_peft_moving_each(checkpoints: dict[str, Path]) -> None:
+    """apply_lora's batched move (base weights on the host, adapters made on the rank's device) gives each adapter
+    weight the device, dtype, values and own storage that peft's per-adapter move gives: here on a bf16 base, so
+    the fp32 adapters are cast, as peft casts them."""
+    from peft import LoraConfig, inject_adapter_in_model
+
+    from rlhf_exp.checkpoints.meta import lora_targets
+    from rlhf_exp.rank.lora import move_adapters_to_base, peft_move_deferred
+
+    def lora_model(batched: bool) -> torch.nn.Module:
+        model = AutoModelForCausalLM.from_pretrained(checkpoints["causal_lm"], dtype=torch.bfloat16)
+        config = LoraConfig(r=4, lora_alpha=8, target_modules=lora_targets(model, "auto"))
+        torch.manual_seed(0)
+        if not batched:
+            return inject_adapter_in_model(config, model)
+        with peft_move_deferred():
+            model = inject_adapter_in_model(config, model)
+        assert {p.dtype for n, p in model.named_parameters() if "lora_" in n} == {torch.float32}  # not moved yet
+        move_adapters_to_base(model)
+        return model
+
+    peft_moved, batched = (dict(lora_model(b).named_parameters()) for b in (False, True))
+    adapters = [n for n in peft_moved if "lora_" in n]
+    assert adapters and peft_moved.keys() == batched.keys()
+    for name in adapters:
+        a, b = peft_moved[name], batched[name]
+        assert a.dtype == b.dtype == torch.bfloat16 and a.device == b.device and torch.equal(a, b), name
+    assert len({batched[n].untyped_storage().data_ptr() for n in adapters}) == len(adapters)
