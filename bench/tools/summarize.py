@@ -75,15 +75,16 @@ def write_results_md() -> None:
 
 
 def unpack(tarball: Path) -> None:
-    """A lease's packed results/ into bench/results/ (new folders only), its console kept in each as console.log."""
+    """A lease's packed results/ into bench/results/ (a name taken already gets -2, -3, ...), its console kept in each
+    as console.log."""
     with tempfile.TemporaryDirectory() as tmp, tarfile.open(tarball) as tar:
         tar.extractall(tmp, filter="data")
         log = Path(tmp) / "results" / "bench.log"
         for folder in sorted(p for p in (Path(tmp) / "results").iterdir() if p.is_dir()):
-            target = RESULTS / folder.name
-            if target.exists():
-                print(f"kept {target} (exists)")
-                continue
+            target, n = RESULTS / folder.name, 1
+            while target.exists():  # another lease's folder of the same scenario and day
+                n += 1
+                target = RESULTS / f"{folder.name}-{n}"
             shutil.copytree(folder, target)
             if log.exists():
                 shutil.copy(log, target / "console.log")
