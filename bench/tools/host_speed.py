@@ -107,7 +107,7 @@ def table(ctx: Context) -> str:
     gib = float(ctx.sizes["gib"])
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for name, env in VARIANTS.items():
+        for name, env in list(VARIANTS.items())[: 2 if ctx.dry else None]:  # a dry run: all cores, with and without THP
             cmd = [sys.executable, "-m", "bench.tools.host_speed", "--gib", str(gib), "--folder", folder]
             proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True)
             rows.append({"variant": name, **json.loads(proc.stdout.strip().splitlines()[-1])})

@@ -105,6 +105,7 @@ def main() -> None:
     parser.add_argument("--checkpoint", type=Path, help="a safetensors checkpoint directory (default: the actor of model=...)")
     parser.add_argument("--child", choices=["serial", "early"], help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--rounds", type=int, default=2, help="fresh-process pairs (serial, early), interleaved")
     args, overrides = parser.parse_known_args()
     if args.checkpoint is None:
         files = [f for f in checkpoint_files(overrides) if "causal_lm" in str(f)]
@@ -117,7 +118,7 @@ def main() -> None:
     figures: dict[str, object] = {"files": [str(f) for f in files], "gib": round(gib, 3)}
     read_all(files)  # into the page cache
     source = ["--checkpoint", str(args.checkpoint)] if args.checkpoint else overrides
-    for mode in ["serial", "early", "serial", "early"]:  # twice each, interleaved: the machine is shared
+    for mode in ["serial", "early"] * args.rounds:  # interleaved: the machine is shared
         run = subprocess.run(
             [sys.executable, "-m", "bench.tools.read_pieces", "--child", mode, *source],
             capture_output=True,
@@ -145,9 +146,9 @@ def main() -> None:
 def table(ctx: Context) -> str:
     """The scenario: this module in a process of its own (fresh CUDA state), on the actor of the scenario's model."""
     out = ctx.out / "read_pieces.json"
-    subprocess.run(
-        [sys.executable, "-m", "bench.tools.read_pieces", "--out", str(out), f"model={ctx.sizes['model']}"], check=True
-    )
+    rounds = "1" if ctx.dry else "2"
+    cmd = [sys.executable, "-m", "bench.tools.read_pieces", "--out", str(out), "--rounds", rounds, f"model={ctx.sizes['model']}"]
+    subprocess.run(cmd, check=True)
     figures = json.loads(out.read_text())
     flat = {k: v for k, v in figures.items() if not isinstance(v, list)}
     rows = [{"figure": k, "value": v} for k, v in flat.items()]
