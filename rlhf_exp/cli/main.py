@@ -17,8 +17,7 @@ def main() -> None:
     if argv[:1] == ["report"]:
         from rlhf_exp.report.html import main as report_main
 
-        report_main(argv[1:])
-        return
+        sys.exit(report_main(argv[1:]))
     if any(a in ("--help", "-h") for a in argv):
         from rlhf_exp.cli.help import help_text
 
@@ -36,3 +35,7 @@ def main() -> None:
     except KeyboardInterrupt as err:  # outside a job's ranks (preparing, between jobs): nothing half-recorded
         print(f"interrupted ({err or 'SIGINT'})", file=sys.stderr)
         sys.exit(INTERRUPTED_EXIT)
+    from rlhf_exp.report.sweep_callback import SWEEP_OUTCOME
+
+    if SWEEP_OUTCOME.get("all_completed") is False:
+        sys.exit(1)  # a sweep in which a job failed (each is recorded; the table says which)

@@ -1,7 +1,8 @@
 """Everything decided before any rank starts: device, checkpoints (generated once), their checks, the plan.
 
-Nothing in the job dir is touched until every check has passed: a rerun that fails a check keeps the
-previous run's records.
+Nothing is written until every check the config decides has passed: the plan and its fit check come before any
+preset checkpoint is generated, and the job dir is touched last (a rerun that fails a check keeps the previous
+run's records).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from rlhf_exp.checkpoints.checks import check_checkpoint
-from rlhf_exp.checkpoints.generate import resolve_checkpoint
+from rlhf_exp.checkpoints.generate import existing_checkpoint, resolve_checkpoint
 from rlhf_exp.config.deepspeed import check_role_configs
 from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import RunSettings, to_plain
@@ -23,25 +24,33 @@ from rlhf_exp.job.device import resolve_device
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory.kernel import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
-from rlhf_exp.plan.inputs import plans_here
+from rlhf_exp.plan.inputs import plans_here, rank_base
 
 
-def prepare_checkpoints(settings: RunSettings) -> dict[str, Path]:
-    """Actor and critic checkpoint dirs, checked; presets are generated here, once, before ranks start."""
+def checkpoint_dirs(settings: RunSettings, generate: bool) -> dict[str, Path | None]:
+    """Actor and critic checkpoint dirs, each checked: a user's path always; a preset's when it is on disk, and with
+    `generate` generated first (once, under a lock). Without it an ungenerated preset is None (planned from its
+    config)."""
     m, out = settings.model, {}
     for which, kind in CHECKPOINT_KIND.items():
         spec = getattr(m, which)
-        out[which] = resolve_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
-        check_checkpoint(f"model.{which}.{'path' if spec.path else 'preset'}", out[which], kind)
+        if generate:
+            out[which] = resolve_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
+        else:
+            out[which] = existing_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir)
+        if out[which] is not None:
+            check_checkpoint(f"model.{which}.{'path' if spec.path else 'preset'}", out[which], kind)
     return out
 
 
-def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path]) -> tuple[RunSettings, dict[str, Any]]:
+def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[RunSettings, dict[str, Any]]:
     """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan record.
 
-    Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check)."""
-    plans, cap = plans_here(settings, device, dict(checkpoints))
+    Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check): before that nothing is
+    written, not even the rank-footprint probe's cache."""
+    plans, cap = plans_here(settings, device, dict(checkpoints), persist=False)
     requested, loader = settings.loader.name, choose(settings, plans, cap)
+    rank_base(cap, Path(settings.model.cache_dir))  # it fits: the probe (measured once per environment) is kept
     settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})
     misfit = first_misfit(plans[loader], cap)
     return settings, {
@@ -76,8 +85,12 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
     device, backend = resolve_device(settings)
     os.environ["DS_ACCELERATOR"] = device  # DeepSpeed's accelerator as the job decided it, quietly (ranks inherit it)
     check_role_configs(settings, device)
-    checkpoints = prepare_checkpoints(settings)
+    # what the config alone decides, before anything is written: a job refused here generates no checkpoint
+    checkpoints = checkpoint_dirs(settings, generate=False)
     settings, plan = plan_job(settings, device, checkpoints)
+    if None in checkpoints.values():  # presets generated now, then planned again from their files (the same loader)
+        checkpoints = checkpoint_dirs(settings, generate=True)
+        settings, plan = plan_job(settings, device, checkpoints)
     gc.collect()
     release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
     spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)

@@ -16,6 +16,7 @@ from rlhf_exp.checkpoints.architecture import supported_config
 from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.checkpoints.generate import SHARD_BYTES
 from rlhf_exp.checkpoints.meta import lora_targets, meta_model, value_head_width
+from rlhf_exp.checkpoints.model_checks import check_context, check_lora_targets
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import CHECKPOINT_KIND, ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
 from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
@@ -94,6 +95,9 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
         if which not in models:
             config = _config(f"model.{which}.path", getattr(settings.model, which), ckpt)
             models[which] = meta_model(config, ROLE_KIND[role])
+            check_context(which, config, settings)
+            if role in TRAIN_ROLES:
+                check_lora_targets(which, models[which], settings)
         model = models[which]
         config = model.config
         base = sum(p.numel() for p in model.parameters())
@@ -127,21 +131,29 @@ print(json.dumps({{"rss": status["VmRSS"], "private": status["VmRSS"] - status.g
 """
 
 
-def probe_rank_base(device: str, cache_dir: Path) -> RankBase:
+_PROBED: dict[Path, str] = {}  # measured in this process, not yet written (a refused job writes nothing)
+
+
+def probe_rank_base(device: str, cache_dir: Path, persist: bool = True) -> RankBase:
     """The RSS (and its private part) of a fresh process that imported what a rank imports (and made a CUDA
-    context on GPU). Measured once per environment (torch version, device) and cached."""
+    context on GPU). Measured once per environment (torch version, device) and cached in cache_dir; with
+    persist=False kept in this process only until a later call persists it."""
     cache = cache_dir / f"base_rank_{device}_torch{torch.__version__}.v2.json"
-    if not cache.exists():
+    if cache.exists():
+        return RankBase(**json.loads(cache.read_text()))
+    if cache not in _PROBED:
         out = subprocess.run(
             [sys.executable, "-c", BASE_PROBE.format(cuda=device == "cuda")], capture_output=True, text=True, check=True
         )
-        measured = out.stdout.strip().splitlines()[-1]
+        _PROBED[cache] = out.stdout.strip().splitlines()[-1]
+    measured = _PROBED[cache]
+    if persist:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(measured)
         except OSError:  # a read-only cache: measure again next time
-            return RankBase(**json.loads(measured))
-    return RankBase(**json.loads(cache.read_text()))
+            pass
+    return RankBase(**json.loads(measured))
 
 
 def existing_checkpoints(settings: RunSettings) -> dict[str, Path | None]:
@@ -172,17 +184,20 @@ def target_machine(settings: RunSettings, device: str | None) -> Target:
     )
 
 
-def rank_base(target: Target, cache_dir: Path) -> RankBase:
+def rank_base(target: Target, cache_dir: Path, persist: bool = True) -> RankBase:
     """A rank's footprint before any model on the target: probed here; planning GPU ranks from a host without a GPU
     adds the host memory a CUDA context takes (CUDA_CONTEXT_HOST, measured on the H200)."""
     if target.device == "cuda" and not torch.cuda.is_available():
-        cpu = probe_rank_base("cpu", cache_dir)
+        cpu = probe_rank_base("cpu", cache_dir, persist)
         return RankBase(cpu.rss + CUDA_CONTEXT_HOST, cpu.private + CUDA_CONTEXT_HOST)
-    return probe_rank_base(target.device, cache_dir)
+    return probe_rank_base(target.device, cache_dir, persist)
 
 
-def plans_here(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[dict[str, Plan], Target]:
-    """Every usable loader's plan for this config, and the machine they are checked against."""
+def plans_here(
+    settings: RunSettings, device: str, checkpoints: dict[str, Path | None], persist: bool = True
+) -> tuple[dict[str, Plan], Target]:
+    """Every usable loader's plan for this config, and the machine they are checked against (persist=False: the
+    rank-footprint probe, where it runs, is not written yet)."""
     target = target_machine(settings, device)
     shapes = role_shapes(settings, checkpoints)
-    return all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir))), target
+    return all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir), persist)), target

@@ -15,6 +15,7 @@ import colorsys
 import html
 import io
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +36,21 @@ from rlhf_exp.report.timeline import Timeline, build_timeline  # noqa: E402
 REPORT = "report.html"
 
 
+class NoResults(ValueError):
+    """No result to report, or one that cannot be read: one line, naming the path."""
+
+
 def load_results(path: Path) -> list[dict[str, Any]]:
     """Every job's result.json under a sweep dir, or the one of a run dir."""
     files = [path / RESULT] if (path / RESULT).exists() else sorted(path.glob(f"*/{RESULT}"))
-    results = [json.loads(p.read_text()) for p in files]
+    results = []
+    for f in files:
+        try:
+            results.append(json.loads(f.read_text()))
+        except (ValueError, OSError) as err:  # truncated by a killed writer, or unreadable
+            raise NoResults(f"{f} is not a readable result ({err})") from None
     if not results:
-        raise SystemExit(f"error: no {RESULT} in or under {path}")
+        raise NoResults(f"no {RESULT} in or under {path}")
     return sorted(results, key=lambda r: (str(r.get("loader")), r.get("gpus") or 0, str(r.get("job_dir"))))
 
 
@@ -262,15 +272,20 @@ def write_report(path: Path, output: Path | None = None) -> Path:
     return out
 
 
-def main(argv: list[str] | None = None) -> Path:
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rlhf_exp report <dir>`: 0 with the report written, 2 (one line) when there is no result to report."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("path", type=Path, help="a sweep dir (multirun) or a run dir")
     parser.add_argument("-o", "--output", type=Path, default=None, help=f"default: <path>/{REPORT}")
     args = parser.parse_args(argv)
-    out = write_report(args.path, args.output)
+    try:
+        out = write_report(args.path, args.output)
+    except NoResults as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"report: {out}")
-    return out
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

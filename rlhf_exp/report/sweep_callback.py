@@ -25,15 +25,21 @@ def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
+# set at the end of a multirun in this process: whether every job completed (`python -m rlhf_exp -m` exits 1 if not)
+SWEEP_OUTCOME: dict[str, bool] = {}
+
+
 class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        from rlhf_exp.report.html import load_results, write_report
+        from rlhf_exp.report.html import NoResults, load_results, write_report
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
         try:
             results = load_results(sweep_dir)
-        except SystemExit:  # no job wrote a result (every one refused before its dir was made)
+        except NoResults:  # no job wrote a result (every one refused before its dir was made)
+            SWEEP_OUTCOME["all_completed"] = False
             return
+        SWEEP_OUTCOME["all_completed"] = all(r.get("status") == "completed" for r in results)
         console = Console(width=200)
         console.print(comparison_table(results, f"sweep {sweep_dir}"))
         console.print(f"report: {write_report(sweep_dir)}")

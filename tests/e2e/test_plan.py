@@ -85,3 +85,15 @@ def test_plan_json_for_the_issue_529_node_from_a_machine_without_a_gpu(ckpt_cach
     one_gpu = plan_cli(ckpt_cache, "--json", "machine=a100-80g-8x", "gpus=1", "model=llama-13b", "lora=r128", "loader=direct")
     doc = json.loads(one_gpu.stdout[one_gpu.stdout.index("{") :])
     assert doc["first_misfit"]["memory"] == "GPU" and doc["first_misfit"]["stage"].startswith(("ppo1.", "reward.", "critic."))
+
+
+def test_a_job_refused_by_its_plan_writes_nothing_anywhere(tmp_path: Path) -> None:
+    """The plan (from the preset's config, no weights) and its fit check come before any checkpoint is generated:
+    a refused job leaves no checkpoint, no probe cache, no run dir."""
+    cache, cwd = tmp_path / "cache", tmp_path / "cwd"
+    cwd.mkdir()
+    cmd = [sys.executable, "-m", "rlhf_exp", "model=medium", "gpus=2", "machine.host_gib=0.5"]
+    proc = subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: plan: loader=naive needs ")
+    assert not cache.exists() and list(cwd.iterdir()) == []

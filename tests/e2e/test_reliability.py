@@ -107,13 +107,13 @@ def test_rerunning_a_sweep_keeps_complete_jobs_and_reruns_failed_ones(tmp_path: 
     sweep = tmp_path / "sweep"
     args = ("gpus=1", *ACTOR_ONLY, "fault.stage=null,actor.init", "loader=auto")
     proc, first = run_sweep_in(sweep, ckpt_cache, *args)
-    assert proc.returncode == 0 and [r["status"] for r in first] == ["completed", "failed"]
+    assert proc.returncode == 1 and [r["status"] for r in first] == ["completed", "failed"]  # a job failed: exit 1
     # loader=auto: the planner's pick, the fastest loader whose plan fits (plenty of room for the tiny model; ZeRO-2, so
     # no loader that partitions): the first of measured_speed.json's order
     fastest = next(spec.name for spec in auto_order() if not spec.partitioned)
     assert first[0]["loader"] == fastest and first[0]["plan"]["requested_loader"] == "auto"
     proc, second = run_sweep_in(sweep, ckpt_cache, *args)
-    assert proc.returncode == 0
+    assert proc.returncode == 1
     assert second[0] == first[0]  # kept as it was: not run again
     assert second[1]["status"] == "failed" and second[1]["wall_s"] != first[1]["wall_s"]  # run again
     assert proc.stdout.count("skipped:") == 1

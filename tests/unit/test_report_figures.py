@@ -28,3 +28,15 @@ def test_every_stage_gets_its_own_colour_however_many() -> None:
     for n in (4, 20, 45):  # ppo.steps=10 gives 49 stages
         colors = stage_colors([f"s{i}" for i in range(n)])
         assert len(set(colors.values())) == n
+
+
+def test_report_without_a_readable_result_is_one_line_and_exit_2(tmp_path, capsys) -> None:
+    from rlhf_exp.report.html import main
+
+    assert main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: no result.json in or under {tmp_path}"
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "result.json").write_text('{"status": "comp')  # cut short by a killed writer
+    assert main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {tmp_path / 'job' / 'result.json'} is not a readable result (") and "\n" not in err
