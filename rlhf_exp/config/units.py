@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
 
 GIB = 1024**3
-DtypeName = Literal["fp32", "bf16", "fp16"]
 # config name -> (torch attribute, bytes per element)
 DTYPES: dict[str, tuple[str, int]] = {"fp32": ("float32", 4), "bf16": ("bfloat16", 2), "fp16": ("float16", 2)}
 DTYPE_BYTES = {name: size for name, (_, size) in DTYPES.items()}

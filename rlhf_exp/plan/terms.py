@@ -100,18 +100,5 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Plan:
-        stages = [StagePlan(**st) for st in data.get("stages", [])]
-        return cls(
-            data["loader"],
-            data["ranks"],
-            data["device"],
-            data["base_rank_gib"],
-            data.get("ranks_per_node", 0),
-            data.get("base_private_gib", 0.0),
-            stages,
-        )
-
     def node_peak_gib(self) -> float:
         return max(st.node_peak_gib for st in self.stages)
