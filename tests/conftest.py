@@ -40,6 +40,14 @@ def app_env(cache: Path) -> dict[str, str]:
 # CI: a PPO stage at -0.005 GiB while its rank held 0.53 GiB; baselines of one sweep's jobs 0.78-1.33 GiB.
 NODE_BASELINE_DRIFT_GIB = 0.5
 
+
+def assert_quiet_console(console: str) -> None:
+    """A stop (watchdog, timeout, a signal, a failing rank) ends in the job's own lines: no traceback and no
+    library's logging of the shutdown on the console (the job's log keeps those)."""
+    for noise in ("Traceback", "--- Logging error ---", "death signal", "closing signal"):
+        assert noise not in console, console[-2000:]
+
+
 RunApp = Callable[..., tuple[subprocess.CompletedProcess, dict[str, Any] | None]]
 
 

@@ -7,6 +7,7 @@ hangs its sweep. Per-rank stdout/stderr go to <job_dir>/logs only; the console s
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -57,6 +58,15 @@ def _failures(err: ChildFailedError) -> list[RankFailure]:
     return out
 
 
+def elastic_logs_to_job_log() -> None:
+    """torch.distributed's logger prints its agent's stop ("Received 15 death signal, shutting down workers", each
+    worker signalled) on the console through a handler of its own: into the job's log instead, where Hydra's job
+    logging writes library logs (the root logger's handlers). The console keeps the job's one-line outcome."""
+    handlers = logging.getLogger().handlers
+    if handlers:  # outside a Hydra job (nothing configured) torch's own handler stays
+        logging.getLogger("torch.distributed").handlers = list(handlers)
+
+
 def launch_ranks(job_dir: JobDir, placement: Placement, env: dict[str, str]) -> LaunchOutcome:
     """Run this node's ranks to completion; failures carry rank, exit code and signal.
 
@@ -78,6 +88,7 @@ def launch_ranks(job_dir: JobDir, placement: Placement, env: dict[str, str]) -> 
         local_addr=placement.local_addr,
     )
     os.environ.update(env)  # inherited by the ranks
+    elastic_logs_to_job_log()
     try:
         elastic_launch(config, sys.executable)("-u", "-m", "rlhf_exp.rank.main", str(job_dir.path))
     except ChildFailedError as err:

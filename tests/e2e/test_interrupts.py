@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import app_env, wait_for_stage
+from conftest import app_env, assert_quiet_console, wait_for_stage
 
 HANG = ("gpus=1", "roles=[actor,ref]", "ppo.steps=0", "fault.stage=ref.load", "fault.mode=hang", "wandb.mode=disabled")
 
@@ -45,8 +45,9 @@ def test_a_signal_to_the_sweep_stops_it_and_records_the_job_as_interrupted(
     job_dir = wait_for_stage(sweep, "ref.load")
     ranks = rank_pids(job_dir)
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
+    assert_quiet_console(out + err)
     result = json.loads((job_dir / "result.json").read_text())
     assert result["status"] == "interrupted" and result["failure"]["stage"] == "ref.load"
     assert result["failure"]["reason"] == f"job stopped by {sig.name}" and result["samples"] > 0
@@ -71,8 +72,9 @@ def test_ctrl_c_to_the_process_group_stops_everything(tmp_path: Path, ckpt_cache
     wait_for_stage(run_dir, "ref.load")
     ranks = rank_pids(run_dir)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the group
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err[-2000:]
+    assert_quiet_console(out + err)
     result = json.loads((run_dir / "result.json").read_text())
     assert result["status"] == "interrupted" and result["failure"]["stage"] == "ref.load"
     assert gone(ranks)

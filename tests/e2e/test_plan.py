@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import RunApp, app_env, wait_for_stage
+from conftest import RunApp, app_env, assert_quiet_console, wait_for_stage
 
 from rlhf_exp.config.units import GIB
 from rlhf_exp.memory import kernel as kernel_memory
@@ -58,7 +58,8 @@ def test_watchdog_stops_the_job_before_the_oom_killer(tmp_path: Path, ckpt_cache
     while proc.poll() is None and len(pressure) < 32:  # up to 8 GiB, 256 MiB at a time
         pressure.append(b"\x01" * (256 << 20))
         time.sleep(0.5)
-    _, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
+    assert_quiet_console(out + err)
     pressure.clear()
     assert proc.returncode == 1, err[-2000:]
     failure = json.loads((run_dir / "result.json").read_text())["failure"]

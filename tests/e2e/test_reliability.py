@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import psutil
-from conftest import RunApp, app_env, run_sweep_in
+from conftest import RunApp, app_env, assert_quiet_console, run_sweep_in
 
 from rlhf_exp.job.result import completed_result
 from rlhf_exp.jobdir import JobDir
@@ -24,6 +24,7 @@ ACTOR_ONLY = ("roles=[actor]", "ppo.steps=0", "wandb.mode=disabled")  # the chea
 def assert_failed_cleanly(proc: subprocess.CompletedProcess, result: dict | None, *stages: str) -> dict:
     """A failed job, attributed to one of `stages`, with its samples kept and no rank left running."""
     assert proc.returncode == 1, proc.stderr[-2000:]
+    assert_quiet_console(proc.stdout + proc.stderr)
     assert result is not None and result["status"] == "failed"
     failure = result["failure"]
     assert failure["stage"] in stages, failure
