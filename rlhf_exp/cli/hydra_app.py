@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import sys
 from pathlib import Path
 
@@ -45,7 +44,6 @@ def hydra_app(cfg: DictConfig) -> str:
         result = run_job(cfg, job_dir, tracker, labels, "hydra.sweep.dir" if multirun else "hydra.run.dir")
     except ConfigError as err:
         if not multirun:
-            drop_hydras_files(job_dir, f"{hydra_cfg.job.name}.log")
             fail_config(err)
         print(f"error: {err}", file=sys.stderr)  # in a sweep the job is recorded as failed and the sweep goes on
         record_config_error(JobDir(job_dir), err, plain_or_none(cfg))
@@ -58,18 +56,6 @@ def hydra_app(cfg: DictConfig) -> str:
     if result["status"] != "completed" and not multirun:
         sys.exit(1)  # in a sweep a failed job is recorded and the sweep goes on
     return result["status"]
-
-
-def drop_hydras_files(job_dir: Path, log_name: str) -> None:
-    """A single run refused by a check leaves nothing behind: the run dir Hydra made for it, when it holds only
-    Hydra's own files (its config copy and log), goes, and so do parents left empty (outputs/runs/)."""
-    if not job_dir.is_dir() or {p.name for p in job_dir.iterdir()} - {".hydra", log_name}:
-        return  # another run's records are there: kept
-    shutil.rmtree(job_dir, ignore_errors=True)
-    for parent in job_dir.parents:
-        if parent == Path.cwd() or any(parent.iterdir()):
-            break
-        parent.rmdir()
 
 
 def plain_or_none(cfg: DictConfig) -> dict | None:

@@ -88,13 +88,16 @@ def test_plan_json_for_the_issue_529_node_from_a_machine_without_a_gpu(ckpt_cach
     assert doc["first_misfit"]["memory"] == "GPU" and doc["first_misfit"]["stage"].startswith(("ppo1.", "reward.", "critic."))
 
 
-def test_a_job_refused_by_its_plan_writes_nothing_anywhere(tmp_path: Path) -> None:
+def test_a_job_refused_by_its_plan_generates_no_checkpoint(tmp_path: Path) -> None:
     """The plan (from the preset's config, no weights) and its fit check come before any checkpoint is generated:
-    a refused job leaves no checkpoint, no probe cache, no run dir."""
+    a refused job leaves no checkpoint and no probe cache; only the run dir Hydra makes before the app starts (its
+    config copy and log)."""
     cache, cwd = tmp_path / "cache", tmp_path / "cwd"
     cwd.mkdir()
     cmd = [sys.executable, "-m", "rlhf_exp", "model=medium", "gpus=2", "machine.host_gib=0.5"]
     proc = subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1].startswith("error: plan: loader=naive needs ")
-    assert not cache.exists() and list(cwd.iterdir()) == []
+    assert not cache.exists()
+    left = {p.relative_to(cwd).as_posix() for p in cwd.rglob("*") if p.is_file()}
+    assert left and all(f.startswith("outputs/runs/") and ("/.hydra/" in f or f.endswith("/job.log")) for f in left), left
