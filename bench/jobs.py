@@ -21,19 +21,14 @@ EVERY_JOB = ["plan.fit_check=false"]  # the bench measures what happens, fitting
 
 
 def checkpoint_files(overrides: list[str]) -> list[Path]:
-    """The job's weight files, generated now if missing (so generation is never timed as loading)."""
+    """The job's weight files, generated and checked now as the job would (so generation is never timed as loading)."""
     from rlhf_exp.checkpoints.files import weight_files
-    from rlhf_exp.checkpoints.generate import resolve_checkpoint
     from rlhf_exp.config.compose import compose_config
-    from rlhf_exp.config.roles import CHECKPOINT_KIND
     from rlhf_exp.config.schema import validate
+    from rlhf_exp.job.prepare import checkpoint_dirs
 
-    m = validate(compose_config([o for o in overrides if not o.startswith("loader.")])).model
-    files = []
-    for which, kind in CHECKPOINT_KIND.items():
-        spec = getattr(m, which)
-        files += weight_files(resolve_checkpoint(spec.preset, spec.path, kind, m.checkpoint_dtype, m.cache_dir))
-    return files
+    settings = validate(compose_config([o for o in overrides if not o.startswith("loader.")]))
+    return [f for ckpt in checkpoint_dirs(settings, generate=True).values() if ckpt for f in weight_files(ckpt)]
 
 
 def generate(models: tuple[str, ...]) -> None:

@@ -77,7 +77,8 @@ def _chunks(entries: list[TensorEntry], chunk_bytes: int) -> list[Chunk]:
     return out
 
 
-def _pread_into(fd: int, view: memoryview, offset: int) -> None:
+def pread_into(fd: int, view: memoryview, offset: int) -> None:
+    """Fill `view` from the file at `offset` (preadv may return short: loop until full; EOF is an error)."""
     done = 0
     while done < len(view):
         n = os.preadv(fd, [view[done:]], offset + done)
@@ -104,14 +105,14 @@ class _Worker:
         offset = chunk.entry.start + chunk.first * size
         target = dest[chunk.first : chunk.first + chunk.count]
         if self.stream is None and dest.dtype == src_dtype:  # CPU, no conversion: read straight into the weight
-            _pread_into(fd, memoryview(target.view(torch.uint8).numpy()), offset)
+            pread_into(fd, memoryview(target.view(torch.uint8).numpy()), offset)
             return
         slot = self.turn
         self.turn ^= 1
         if self.done is not None:
             self.done[slot].synchronize()  # this buffer's last copy has left it
         buf = self.buffers[slot][:nbytes]
-        _pread_into(fd, memoryview(buf.numpy()), offset)
+        pread_into(fd, memoryview(buf.numpy()), offset)
         if self.stream is None:
             target.copy_(buf.view(src_dtype))
             return

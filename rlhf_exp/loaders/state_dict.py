@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from rlhf_exp.checkpoints.fast_read import read_header
+from rlhf_exp.checkpoints.fast_read import pread_into, read_header
 from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.checkpoints.meta import checkpoint_key_mapper, weight_shapes
 
@@ -47,13 +47,7 @@ def read_file_private(path: Path, threads: int) -> dict[str, torch.Tensor]:
 
         def read(index: int) -> None:
             for offset in range(index * READ_CHUNK, len(view), threads * READ_CHUNK):
-                piece = view[offset : offset + READ_CHUNK]
-                done = 0
-                while done < len(piece):
-                    n = os.preadv(fd, [piece[done:]], first + offset + done)
-                    if n == 0:
-                        raise EOFError(f"{path} ended at byte {first + offset + done}")
-                    done += n
+                pread_into(fd, view[offset : offset + READ_CHUNK], first + offset)
 
         with ThreadPoolExecutor(max(1, threads)) as pool:
             list(pool.map(read, range(max(1, threads))))
