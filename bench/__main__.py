@@ -38,8 +38,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="replace one of the scenario's sizes, e.g. --size model=llama-350m --size device=cpu",
     )
     run.add_argument("--only", default="", help="comma-separated loaders: run only these of each scenario's")
-    run.add_argument("--repeat", type=int, default=1, help="run every job this many times, in turn (a machine's noise)")
-    run.add_argument("--baseline", type=Path, help="an older source tree: each job also runs from it, alternating")
+    run.add_argument(
+        "--repeat", type=int, help="run every job this many times, in turn (a machine's noise; default: the scenario's)"
+    )
+    run.add_argument(
+        "--baseline", type=Path, help="an older source tree: each job also runs from it, alternating (where it compares)"
+    )
     run.add_argument("--ship", action="store_true", help="time-to-engine: write loader=auto's order (measured_speed.json)")
     run.add_argument("--detach", action="store_true", help="run in a new session that outlives the call (a lent machine)")
     run.add_argument("--pack", type=Path, help="tar the results into this folder at the end ($OUT on a lent machine)")

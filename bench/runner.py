@@ -27,8 +27,8 @@ def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: s
         dry=args.dry_run,
         out=out,
         work=Path(tempfile.mkdtemp(prefix=f"bench_{scenario.name}_")),
-        repeat=1 if args.dry_run else args.repeat,
-        baseline=args.baseline.resolve() if args.baseline else None,
+        repeat=1 if args.dry_run else args.repeat or scenario.repeat,
+        baseline=args.baseline.resolve() if args.baseline and scenario.compares else None,
         ship=args.ship,
         only=tuple(x for x in args.only.split(",") if x),
     )

@@ -8,7 +8,17 @@ of the long PPO step).
 from __future__ import annotations
 
 from bench.scenario import Run, Scenario
-from bench.tools import digests, host_figures, host_speed, naive_init, plan_check, read_pieces, stages, time_to_engine
+from bench.tools import (
+    digests,
+    host_figures,
+    host_speed,
+    naive_init,
+    plan_check,
+    read_pieces,
+    stages,
+    time_to_engine,
+    watchdog,
+)
 
 GPU = {"device": "cuda", "timeout": "900"}
 CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ranks": "2", "tokens": "8"}
@@ -91,6 +101,32 @@ SCENARIOS: dict[str, Scenario] = {
                 ),
             ),
             table=digests.table,
+        ),
+        Scenario(
+            name="watchdog",
+            summary="the watchdog against the kernel's OOM killer: 10 consecutive jobs of 8 ranks sharing the GPU, naive, "
+            "the seed pair, fit check off; each must be stopped by the watchdog, the node below MemTotal - 2 GiB",
+            full={**GPU, "model": "llama-13b", "ranks": "8", "fraction": "0.95"},
+            dry={**CPU, "fraction": "0.01"},  # the rehearsal trips at once: the plumbing, not the race
+            runs=(
+                Run(
+                    "shared-naive",
+                    ("naive",),
+                    (
+                        "gpus={ranks}",
+                        "share_gpus=true",
+                        "model={model}",
+                        "lora=r128",
+                        "device={device}",
+                        "job_timeout_s={timeout}",
+                        "watcher.max_node_fraction={fraction}",
+                    ),
+                ),  # fmt: skip
+            ),
+            prepare=watchdog.what_the_kernel_offers,
+            table=watchdog.table,
+            repeat=10,
+            compares=False,  # ten runs of an older tree's watchdog would not fit a lease beside them
         ),
         Scenario(
             name="naive-init",

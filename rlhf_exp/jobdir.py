@@ -5,7 +5,8 @@
   ranks (rlhf_exp.rank)           read spec.json; append stage events to events/rank<N>.jsonl as they happen;
                                   write weights/<role>.json digests (verify_weights)
   watcher (rlhf_exp.memory)       appends samples.jsonl (samples.node<N>.jsonl on node N > 0); leaves
-                                  stop_reason.json (watchdog) or watcher_error.txt for the job's guard
+                                  stop_reason.json (watchdog) or watcher_error.txt for the job's guard;
+                                  writes watchdog.json (watchdog.node<N>.json) as it stops
   logs/                           the ranks' stdout/stderr (torch's elastic launcher)
   job.log                         the job process's library logs and warnings (Hydra's job logging: hydra.job.name)
 
@@ -34,6 +35,7 @@ WEIGHTS = "weights"
 PROFILES = "profiles"
 STOP = "stop"
 STOP_REASON = "stop_reason.json"
+WATCHDOG = "watchdog"  # watchdog.json, watchdog.node<N>.json: what each node's watchdog saw and did
 WATCHER_PID = "watcher.pid"
 WATCHER_ERROR = "watcher_error.txt"
 # everything a run writes; cleared together before a rerun into the same dir
@@ -131,6 +133,9 @@ class JobDir:
         """Node 0's samples are the job's node-wide figures; other nodes' watchers write beside them."""
         return self.path / ("samples.jsonl" if node == 0 else f"samples.node{node}.jsonl")
 
+    def watchdog_file(self, node: int = 0) -> Path:
+        return self.path / (f"{WATCHDOG}.json" if node == 0 else f"{WATCHDOG}.node{node}.json")
+
     def weights_file(self, name: str) -> Path:
         return self.path / WEIGHTS / f"{name}.json"
 
@@ -146,8 +151,8 @@ class JobDir:
             shutil.rmtree(self.path / name, ignore_errors=True)
         for name in RUN_FILES:
             (self.path / name).unlink(missing_ok=True)
-        for samples in self.path.glob("samples*.jsonl"):
-            samples.unlink()
+        for per_node in (*self.path.glob("samples*.jsonl"), *self.path.glob(f"{WATCHDOG}*.json")):
+            per_node.unlink()
 
     def write_spec(self, spec: JobSpec) -> None:
         write_json_atomic(self.spec_file, spec.to_json())
@@ -190,6 +195,14 @@ class JobDir:
 
     def read_samples(self, node: int = 0) -> list[dict[str, Any]]:
         return [s for s in read_jsonl(self.samples_file(node)) if "header" not in s]
+
+    def write_watchdog(self, node: int, record: dict[str, Any]) -> None:
+        write_json_atomic(self.watchdog_file(node), record)
+
+    def read_watchdogs(self) -> list[dict[str, Any]]:
+        """Every node's watchdog record, node 0 first."""
+        records = [json.loads(p.read_text()) for p in self.path.glob(f"{WATCHDOG}*.json")]
+        return sorted(records, key=lambda r: r["node"])
 
     def write_weight_digests(self, name: str, digests: dict[str, str]) -> None:
         out = self.weights_file(name)

@@ -141,6 +141,8 @@ class WatcherSettings(Strict):
     interval_s: float = Field(gt=0, le=10)
     # stop the job when node memory (MemTotal - MemAvailable) crosses this share of MemTotal; null: never
     max_node_fraction: float | None = Field(default=0.95, gt=0, le=1)
+    # the watchdog trips when the node figure plus its climb over the last lead_s reaches the limit
+    lead_s: float = Field(default=0.2, ge=0, le=10)
 
 
 class MachineSettings(Strict):

@@ -88,9 +88,7 @@ def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[Launc
     settings = spec.settings
     cgroup = kernel.CgroupMemory()
     cgroup_reset = cgroup.reset_peak()
-    watcher = start_watcher(
-        job_dir, settings.watcher.interval_s, placement.ranks_per_node, placement.node, settings.watcher.max_node_fraction
-    )
+    watcher = start_watcher(job_dir, settings.watcher, placement.ranks_per_node, placement.node)
     guard = JobGuard(job_dir, watcher, settings.job_timeout_s)
     try:
         threads = max(1, (os.cpu_count() or 1) // placement.ranks_per_node)  # ranks share the cores
@@ -101,8 +99,8 @@ def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[Launc
             outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)
     finally:
         stop_watcher(watcher, job_dir)
-    if guard.stop and outcome.stopped_by:  # the guard stopped it: say why, not just "SIGTERM"
-        outcome.guard_stop = guard.stop
+    if not outcome.ok:  # the guard stopped it, or the watchdog killed the ranks before the guard looked: say why
+        outcome.guard_stop = guard.stop or (guard.watchdog_stop() if not outcome.stopped_by else None)
     peak = cgroup.peak_bytes()
     extra = {
         "launcher": placement.scheduler or "local",

@@ -51,11 +51,16 @@ class JobGuard:
         self._thread.join()
         signal.signal(signal.SIGTERM, self._previous)
 
+    def watchdog_stop(self) -> JobStop | None:
+        """The watchdog's stop, once it has tripped (it also SIGKILLs the ranks itself: memory/watchdog.py)."""
+        reason = self.job_dir.read_stop_reason()
+        return JobStop(reason, process="watchdog") if reason else None
+
     def check(self) -> JobStop | None:
         """Why the job must stop now, or None."""
-        watchdog = self.job_dir.read_stop_reason()
+        watchdog = self.watchdog_stop()
         if watchdog:
-            return JobStop(watchdog, process="watchdog")
+            return watchdog
         code = self.watcher.poll()
         if code is not None:
             written = self.job_dir.read_watcher_error()

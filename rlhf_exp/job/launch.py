@@ -18,16 +18,18 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from rlhf_exp.config.schema import WatcherSettings
 from rlhf_exp.job.failure import LaunchOutcome, RankFailure
 from rlhf_exp.job.placement import Placement
 from rlhf_exp.jobdir import JobDir
 
 
-def start_watcher(
-    job_dir: JobDir, interval_s: float, ranks: int, node: int = 0, max_node_fraction: float | None = None
-) -> subprocess.Popen:
+def start_watcher(job_dir: JobDir, watcher: WatcherSettings, ranks: int, node: int = 0) -> subprocess.Popen:
     """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
-    watchdog = [] if max_node_fraction is None else ["--max-node-fraction", str(max_node_fraction)]
+    watchdog = ["--lead-s", str(watcher.lead_s)]
+    if watcher.max_node_fraction is not None:
+        watchdog += ["--max-node-fraction", str(watcher.max_node_fraction)]
+    interval_s = watcher.interval_s
     args = ["--parent", str(os.getpid()), "--interval", str(interval_s), "--ranks", str(ranks), "--node", str(node)]
     proc = subprocess.Popen([sys.executable, "-m", "rlhf_exp.memory.watcher", str(job_dir.path), *args, *watchdog])
     job_dir.write_watcher_pid(proc.pid)

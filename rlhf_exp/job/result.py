@@ -57,6 +57,19 @@ def record_config_error(job_dir: JobDir, error: ConfigError, config: dict[str, A
     job_dir.write_result({"status": "failed", "job_dir": str(job_dir.path), "stages": [], "failure": failure, "config": config})
 
 
+def watchdog_in_gib(record: dict[str, Any]) -> dict[str, Any]:
+    """A node's watchdog record (memory/watchdog.py) with its byte figures in GiB."""
+    trip = record.get("trip")
+    figures = ("node_used", "climb", "projected")
+    return {
+        **{k: v for k, v in record.items() if k not in ("mem_total", "limit", "node_peak", "trip")},
+        "mem_total_gib": gib(record["mem_total"], 3),
+        "limit_gib": gib(record["limit"], 3) if record.get("limit") is not None else None,
+        "node_peak_gib": gib(record["node_peak"], 3),
+        "trip": {"t": trip["t"], **{f"{k}_gib": gib(trip[k], 3) for k in figures}} if trip else None,
+    }
+
+
 def status_of(outcome: LaunchOutcome) -> str:
     """completed; interrupted (a signal from outside: Ctrl-C, kill, the scheduler); or failed."""
     if outcome.ok:
@@ -89,6 +102,7 @@ def assemble_result(
         "wall_s": round(wall_s, 3),
         "plan": spec.plan,
         "failure": attribute(outcome, job_dir.read_events(), verdict),
+        "watchdog": [watchdog_in_gib(r) for r in job_dir.read_watchdogs()],
         **summarize(job_dir),
         "config": spec.config,
         "run_id": spec.run_id,

@@ -9,6 +9,8 @@ MemTotal - MemAvailable and the cgroup's own usage counter.
 from __future__ import annotations
 
 import ctypes
+import os
+import re
 from pathlib import Path
 
 
@@ -80,6 +82,38 @@ def node_used_bytes() -> int:
 
 def node_total_bytes() -> int:
     return _read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
+
+
+class MemInfo:
+    """node_used_bytes() for a tight loop (the watchdog's poll): /proc/meminfo kept open and read with one pread."""
+
+    def __init__(self) -> None:
+        self.fd = os.open("/proc/meminfo", os.O_RDONLY)
+
+    def used_bytes(self) -> int:
+        text = os.pread(self.fd, 8192, 0)
+        total = int(_MEMTOTAL.search(text).group(1))  # type: ignore[union-attr]
+        available = int(_MEMAVAILABLE.search(text).group(1))  # type: ignore[union-attr]
+        return (total - available) * 1024
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+_MEMTOTAL = re.compile(rb"^MemTotal:\s+(\d+)", re.M)
+_MEMAVAILABLE = re.compile(rb"^MemAvailable:\s+(\d+)", re.M)
+
+
+def oom_kill_count() -> int | None:
+    """Processes the kernel's OOM killer has killed on this node since boot (/proc/vmstat oom_kill, Linux >= 4.13)."""
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 def _cgroup_dir() -> tuple[Path, int] | None:

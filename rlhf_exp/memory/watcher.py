@@ -4,8 +4,8 @@
 job asks it to stop (rlhf_exp/jobdir.py) or the parent (the job) dies. A sampler thread inside a busy rank
 misses load peaks, so this process only samples. Each line is one sample, flushed as taken:
   {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "rss_file", "pss_anon"}}, "gpu_used": [...]}
-Ranks are found from the `start` event each rank writes (pid, host) in events/. Its watchdog leaves a
-stop reason for the job's guard (rlhf_exp/job/guard.py) when node memory crosses the limit.
+Ranks are found from the `start` event each rank writes (pid, host) in events/. Its watchdog thread
+(memory/watchdog.py) polls the node figure faster, and stops the ranks before the kernel's OOM killer would.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from typing import Any
 
 import psutil
 
-from rlhf_exp.config.units import GIB
 from rlhf_exp.job.interrupt import ignore_interrupt
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
+from rlhf_exp.memory.watchdog import Watchdog
 
 
 class RankFinder:
@@ -82,29 +82,27 @@ def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> 
     return sample
 
 
-def check_watchdog(job_dir: JobDir, sample: dict[str, Any], total: int, max_fraction: float | None) -> bool:
-    """Leave a stop reason for the job guard when node memory crosses the limit; True once it has."""
-    if max_fraction is None or sample["node_used"] < max_fraction * total:
-        return False
-    reason = (
-        f"watchdog: node memory {sample['node_used'] / GIB:.2f} GiB reached {sample['node_used'] / total:.0%} of "
-        f"MemTotal ({total / GIB:.1f} GiB), above watcher.max_node_fraction={max_fraction}"
-    )
-    job_dir.write_stop_reason(reason, sample["t"])
-    return True
-
-
-def watch(job_dir: JobDir, parent: int, interval: float, ranks: int, node: int = 0, max_fraction: float | None = None) -> None:
+def watch(
+    job_dir: JobDir,
+    parent: int,
+    interval: float,
+    ranks: int,
+    node: int = 0,
+    max_fraction: float | None = None,
+    lead_s: float = 0.2,
+) -> None:
     finder, cgroup, nvml = RankFinder(job_dir.events_dir, ranks), kernel.CgroupMemory(), Nvml()
-    total, tripped = kernel.node_total_bytes(), False
-    with open(job_dir.samples_file(node), "a", buffering=1) as out:
-        out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
-        while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
-            sample = take_sample(finder, cgroup, nvml)
-            out.write(json.dumps(sample) + "\n")
-            tripped = tripped or check_watchdog(job_dir, sample, total, max_fraction)
-            time.sleep(interval)
-        out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+    watchdog = Watchdog(job_dir, node, lambda: finder.found, max_fraction, lead_s)
+    watchdog.start()
+    try:
+        with open(job_dir.samples_file(node), "a", buffering=1) as out:
+            out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
+            while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
+                out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+                time.sleep(interval)
+            out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+    finally:
+        job_dir.write_watchdog(node, watchdog.finish().to_json())
 
 
 def main() -> None:
@@ -115,11 +113,12 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=1, help="ranks expected on this node")
     parser.add_argument("--node", type=int, default=0, help="this node's index (node 0's samples are the job's)")
     parser.add_argument("--max-node-fraction", type=float, default=None, help="watchdog limit (share of MemTotal)")
+    parser.add_argument("--lead-s", type=float, default=0.2, help="watchdog projection: the climb of the last lead_s ahead")
     args = parser.parse_args()
     job_dir = JobDir(args.job_dir)
     ignore_interrupt()
     try:
-        watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction)
+        watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction, args.lead_s)
     except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it
         job_dir.write_watcher_error(f"{type(err).__name__}: {err}")
         raise SystemExit(1) from err
