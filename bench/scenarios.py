@@ -129,6 +129,30 @@ SCENARIOS: dict[str, Scenario] = {
             compares=False,  # ten runs of an older tree's watchdog would not fit a lease beside them
         ),
         Scenario(
+            name="zero3-profile",
+            summary="where zero3_init's load time goes at 8 ranks sharing the GPU (ZeRO-3, the seed pair): every stage "
+            "and a cProfile of rank 0's engine build; --baseline for a before/after",
+            full={**GPU, "model": "llama-13b", "ranks": "8"},
+            dry=CPU,
+            runs=(
+                Run(
+                    "shared-zero3",
+                    ("zero3_init",),
+                    (
+                        "gpus={ranks}",
+                        "share_gpus=true",
+                        "model={model}",
+                        "lora=r128",
+                        "device={device}",
+                        "job_timeout_s={timeout}",
+                        "zero=stage3",
+                        "profile=true",
+                    ),
+                ),  # fmt: skip
+            ),
+            table=stages.table,
+        ),
+        Scenario(
             name="naive-init",
             summary="naive's fp32 model zero-filled against randomly initialised (as from_config would): load time and "
             "VmHWM of the llama-1.3b actor, one process each",
