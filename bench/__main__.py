@@ -37,7 +37,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         metavar="KEY=VALUE",
         help="replace one of the scenario's sizes, e.g. --size model=llama-350m --size device=cpu",
     )
-    run.add_argument("--only", default="", help="comma-separated loaders: run only these of each scenario's")
+    run.add_argument(
+        "--only",
+        default="",
+        help="comma-separated loaders: run only these of each scenario's (`direct`: with its variants, "
+        "`direct:reread`: that variant, `direct:`: the plain loader)",
+    )
     run.add_argument(
         "--repeat", type=int, help="run every job this many times, in turn (a machine's noise; default: the scenario's)"
     )

@@ -14,7 +14,7 @@ from bench.scenario import Context, JobResult, Run
 
 # loader:variant: the loader with these overrides, in the same run (a before/after)
 VARIANTS = {
-    "library": ["loader.fast_read=false"],  # direct through from_pretrained(device_map): the path before fast_read
+    "library": ["loader.fast_read=false"],  # from_pretrained: direct's path before fast_read, zero3_init's before its read
     "reread": ["loader.copy_twin=false"],  # ref/reward read their checkpoint again instead of copying on the GPU
 }
 EVERY_JOB = ["plan.fit_check=false"]  # the bench measures what happens, fitting or not (the watchdog still guards)
@@ -41,7 +41,12 @@ def generate(models: tuple[str, ...]) -> None:
 
 def loaders_of(run: Run, ctx: Context) -> tuple[str, ...]:
     loaders = (run.dry_loaders or run.loaders[:1]) if ctx.dry else run.loaders
-    return tuple(name for name in loaders if not ctx.only or name.partition(":")[0] in ctx.only)
+    return tuple(name for name in loaders if not ctx.only or any(picks(entry, name) for entry in ctx.only))
+
+
+def picks(entry: str, name: str) -> bool:
+    """--only's entries: `direct` is the loader and its variants, `direct:reread` one variant, `direct:` the plain one."""
+    return name == entry.rstrip(":") or (":" not in entry and name.partition(":")[0] == entry)
 
 
 def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:

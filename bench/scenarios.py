@@ -89,7 +89,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             name="digests",
             summary="engine weights bit-identical across loaders (sha256 of every weight after the engine and after a "
-            "PPO step): naive, direct and rank0_broadcast, ref/reward copied on the GPU and read again",
+            "PPO step): naive, direct and rank0_broadcast, ref/reward copied on the GPU and read again; ZeRO-3: naive and "
+            "zero3_init reading its share or through from_pretrained",
             full={**GPU, "small": "llama-1.3b", "ranks": "2"},
             dry=CPU,
             runs=(
@@ -98,6 +99,11 @@ SCENARIOS: dict[str, Scenario] = {
                     ("naive", "direct", "direct:reread", "rank0_broadcast", "rank0_broadcast:reread"),
                     (*SHARED, "verify_weights=true", "ppo.steps=1"),
                     dry_loaders=("naive", "direct"),
+                ),
+                Run(
+                    "shared-zero3",
+                    ("naive", "zero3_init", "zero3_init:library"),
+                    (*SHARED, "zero=stage3", "verify_weights=true", "ppo.steps=1"),
                 ),
             ),
             table=digests.table,
@@ -130,14 +136,14 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             name="zero3-profile",
-            summary="where zero3_init's load time goes at 8 ranks sharing the GPU (ZeRO-3, the seed pair): every stage "
-            "and a cProfile of rank 0's engine build; --baseline for a before/after",
+            summary="where zero3_init's load time goes at 8 ranks sharing the GPU (ZeRO-3, the seed pair): from_pretrained "
+            "(zero3_init:library, before) and each rank reading its share (after): stages, digests, rank 0's cProfile",
             full={**GPU, "model": "llama-13b", "ranks": "8"},
             dry=CPU,
             runs=(
                 Run(
                     "shared-zero3",
-                    ("zero3_init",),
+                    ("zero3_init:library", "zero3_init"),
                     (
                         "gpus={ranks}",
                         "share_gpus=true",
@@ -147,10 +153,12 @@ SCENARIOS: dict[str, Scenario] = {
                         "job_timeout_s={timeout}",
                         "zero=stage3",
                         "profile=true",
+                        "verify_weights=true",
                     ),
+                    dry_loaders=("zero3_init:library", "zero3_init"),
                 ),  # fmt: skip
             ),
-            table=stages.table,
+            table=lambda ctx: stages.table(ctx) + "\n" + digests.table(ctx),  # the time, and the weights the same
         ),
         Scenario(
             name="naive-init",

@@ -106,7 +106,7 @@ class LoraSettings(Strict):
 class LoaderSettings(Strict):
     name: str
     group_size: int = Field(default=1, gt=0)  # used by strategies that take turns
-    fast_read: bool = True  # direct on a GPU: parallel pinned reads (checkpoints/fast_read.py); false: from_pretrained
+    fast_read: bool = True  # direct on a GPU: parallel pinned reads; zero3_init: a rank reads its share; false: from_pretrained
     read_threads: int = Field(default=0, ge=0, le=256)  # fast_read's reading threads per rank; 0: the node's cores / ranks
     chunk_mib: int = Field(default=16, gt=0, le=4096)  # fast_read's chunk (two pinned buffers of it per thread)
     copy_twin: bool = True  # GPU ranks, direct and rank0_broadcast: ref/reward copy actor's/critic's weights there

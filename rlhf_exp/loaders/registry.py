@@ -72,7 +72,8 @@ LOADERS: dict[str, LoaderSpec] = {
         ),
         LoaderSpec(
             "zero3_init",
-            "partitioned load under HfDeepSpeedConfig (ZeRO-3 only)",
+            "partitioned load under deepspeed.zero.Init (ZeRO-3 only): each rank reads its share of every tensor "
+            "(fast_read=false: from_pretrained, which gathers and broadcasts every module)",
             "rlhf_exp.loaders.zero3_init:load_zero3_init",
             plan_cost=load_costs.zero3_init,
             partitioned=True,

@@ -71,3 +71,12 @@ def test_every_results_folder_names_its_scenario_and_command_and_results_md_is_c
         assert all(s in SCENARIOS for s in scenarios), folder.name
         assert record.get("command") or record.get("commands"), folder.name
     assert (RESULTS.parent / "RESULTS.md").read_text() == results_md(), "run: python -m bench summarize"
+
+
+def test_only_picks_a_loader_with_its_variants_one_variant_or_the_plain_loader() -> None:
+    from bench.jobs import picks
+
+    labels = ("zero3_init:library", "zero3_init", "direct")
+    assert [n for n in labels if picks("zero3_init", n)] == ["zero3_init:library", "zero3_init"]
+    assert [n for n in labels if picks("zero3_init:", n)] == ["zero3_init"]
+    assert [n for n in labels if picks("zero3_init:library", n)] == ["zero3_init:library"]
