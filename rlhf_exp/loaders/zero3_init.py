@@ -13,6 +13,7 @@ The weights are the same bytes either way (tests/e2e/test_families.py compares t
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import torch
@@ -48,10 +49,17 @@ def partitioned_model(request: LoadRequest) -> nn.Module:
     config = AutoConfig.from_pretrained(request.checkpoint)
     config.dtype = request.dtype
     cls = _get_model_class(config, model_class(request)._model_mapping)
-    with ContextManagers(cls.get_init_context(request.dtype, False, False, None, config)):
+    with ContextManagers(init_contexts(cls, request.dtype, config)):
         model = cls(config)
     model.tie_weights()  # as from_pretrained does after loading (a tied lm_head is the embedding's parameter)
     return model
+
+
+def init_contexts(cls: type, dtype: torch.dtype, config: object) -> list:
+    """from_pretrained's own contexts for making a model (not quantized, zero.Init not yet entered). The method's
+    signature moves between minor versions: 5.25 added `config`."""
+    optional = {"config": config} if "config" in inspect.signature(cls.get_init_context).parameters else {}
+    return cls.get_init_context(dtype, False, False, None, **optional)
 
 
 def fill_partitions(model: nn.Module, files: list[Path]) -> None:
