@@ -69,9 +69,16 @@ def rank0_broadcast(ctx: LoadContext) -> Cost:
 
 
 def zero3_init(ctx: LoadContext) -> Cost:
-    """The checkpoint mapped, the rank's partition eP/N filling on its place, plus the largest tensor gathered."""
+    """The rank's partition eP/N filling on its place. Its own read (fast_read): its share of the file's pages
+    mapped (C/N) and the rows holding its share of one tensor copied out of the mapping (the largest tensor / N, in
+    the checkpoint's dtype). from_pretrained (fast_read=false): the checkpoint mapped, plus the largest tensor
+    gathered."""
     e, shape = ctx.engine_bytes, ctx.shape
     part = _on_place(ctx, e * shape.loaded / ctx.ranks)
-    gathered = _on_place(ctx, e * shape.largest_tensor)
     driver = RankMemory(host_outside=ZERO3_INIT_LOAD_DRIVER_HOST if ctx.on_gpu else 0.0)
+    if ctx.staging_bytes:
+        stored = shape.checkpoint_bytes / max(1, shape.loaded)  # bytes per element as stored
+        share = RankMemory(host_private=stored * shape.largest_tensor / ctx.ranks, host_mapped=shape.checkpoint_bytes / ctx.ranks)
+        return part.plus(share).plus(driver), part
+    gathered = _on_place(ctx, e * shape.largest_tensor)
     return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)).plus(driver), part

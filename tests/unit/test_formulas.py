@@ -98,7 +98,10 @@ def test_zero3_partitions_weights_and_allocates_the_gradient_bucket_on_gpu() -> 
     settings = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init")
     plan = make_plan(settings, "zero3_init", SHAPES, on("cuda", settings), BASE)
     load = stage(plan, "actor.load")
-    assert load.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)  # the partition plus the tensor being gathered
+    assert load.gpu_rank_gib == gib(2 * P / 4)  # each rank reads its share into its partition: nothing gathered
+    library = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init", "loader.fast_read=false")
+    gathered = stage(make_plan(library, "zero3_init", SHAPES, on("cuda", library), BASE), "actor.load")
+    assert gathered.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)  # from_pretrained: plus the tensor being gathered
     ref_init = stage(plan, "ref.init").gpu_rank_gib
     actor_held = 2 * P / 4 + MASTER_BYTES_PER_TRAINABLE * T / 4 + 2 * ZERO3_REDUCE_BUCKET
     assert ref_init >= gib(actor_held)
