@@ -81,7 +81,8 @@ class RlhfSlurmLauncher(SlurmLauncher):
     def _check(self, config: DictConfig) -> Any:
         """The job's config without Hydra's node, validated before anything is submitted (a bad value: one
         line, exit 2); returns (settings, the resolved config as the job will record it)."""
-        from rlhf_exp.config.schema import ConfigError, to_plain, validate
+        from rlhf_exp.config.errors import ConfigError
+        from rlhf_exp.config.schema import to_plain, validate
 
         plain = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
         with open_dict(plain):
@@ -95,7 +96,7 @@ class RlhfSlurmLauncher(SlurmLauncher):
     @staticmethod
     def _planned_mem_mib(settings: Any, config: DictConfig, want_gpus: bool, resources: Dict[str, Any]) -> int:  # noqa: UP006
         """The job's node memory from its plan (rlhf_exp/plan/admission.py); a plan that cannot be made: one line, exit 2."""
-        from rlhf_exp.config.schema import ConfigError
+        from rlhf_exp.config.errors import ConfigError
         from rlhf_exp.plan.admission import node_memory_request_mib
 
         device = "cuda" if want_gpus and str(config.device) != "cpu" else "cpu"

@@ -10,7 +10,7 @@ from transformers import AutoConfig, PretrainedConfig
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 
 TESTED_FAMILIES = ("llama", "mistral", "qwen2", "gemma", "phi", "gpt_neox", "opt")  # tests/e2e/test_families.py
 SUPPORTED = f"a decoder-only causal LM that transformers' AutoModelForCausalLM builds (tested: {', '.join(TESTED_FAMILIES)})"

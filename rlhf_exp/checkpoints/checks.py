@@ -17,8 +17,8 @@ from safetensors import safe_open
 from rlhf_exp.checkpoints.architecture import supported_config
 from rlhf_exp.checkpoints.files import VALUE_HEAD_FILE, weight_files
 from rlhf_exp.checkpoints.meta import base_name, checkpoint_key_mapper, meta_model, value_head_width, weight_shapes
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.roles import CheckpointKind
-from rlhf_exp.config.schema import ConfigError
 
 Shapes = dict[str, tuple[int, ...]]
 

@@ -25,9 +25,9 @@ from torch import nn
 from rlhf_exp.checkpoints.files import COMPLETE_MARKER, VALUE_HEAD_FILE
 from rlhf_exp.checkpoints.locate import locate
 from rlhf_exp.checkpoints.meta import meta_model, value_head_width, weight_shapes
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import CheckpointKind
-from rlhf_exp.config.schema import ConfigError
 from rlhf_exp.config.units import GIB, torch_dtype
 
 SHARD_BYTES = 2 * GIB

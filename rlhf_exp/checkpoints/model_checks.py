@@ -7,7 +7,8 @@ from __future__ import annotations
 from torch import nn
 from transformers import PretrainedConfig
 
-from rlhf_exp.config.schema import ConfigError, RunSettings
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import RunSettings
 
 # where transformers' configs keep the longest sequence a model takes, by family
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")

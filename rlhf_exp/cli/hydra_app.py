@@ -12,7 +12,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from rlhf_exp.config.compose import CONF_DIR, CONFIG_NAME
-from rlhf_exp.config.schema import ConfigError, to_plain, validate
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import to_plain, validate
 from rlhf_exp.job.interrupt import INTERRUPTED_EXIT
 from rlhf_exp.job.result import record_config_error
 from rlhf_exp.jobdir import JobDir

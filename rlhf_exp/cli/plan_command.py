@@ -22,7 +22,8 @@ from rich.table import Table
 
 from rlhf_exp.cli.argv_checks import check_group_choices, check_override_keys
 from rlhf_exp.config.compose import compose_config
-from rlhf_exp.config.schema import ConfigError, RunSettings, validate
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import RunSettings, validate
 
 if TYPE_CHECKING:
     from rlhf_exp.plan.advice import Alternative

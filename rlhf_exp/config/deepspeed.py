@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.roles import TRAIN_ROLES
-from rlhf_exp.config.schema import ConfigError, RoleZero, RunSettings, read_ds_json
+from rlhf_exp.config.schema import RoleZero, RunSettings, read_ds_json
 
 _PRECISION = {"fp16": ("fp16", {"enabled": True, "loss_scale_window": 100}), "bf16": ("bf16", {"enabled": True})}
 

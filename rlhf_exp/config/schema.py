@@ -14,14 +14,11 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, MissingMandatoryValue, OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.presets import PRESETS
 from rlhf_exp.config.roles import ROLES
 from rlhf_exp.config.stages import job_stages
 from rlhf_exp.loaders.registry import LOADER_CHOICES, LOADERS
-
-
-class ConfigError(ValueError):
-    """A bad config value; its message is one line naming the key."""
 
 
 class Strict(BaseModel):

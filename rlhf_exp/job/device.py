@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from rlhf_exp.config.schema import ConfigError, RunSettings
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import RunSettings
 
 
 def resolve_device(settings: RunSettings) -> tuple[str, str]:

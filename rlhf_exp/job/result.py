@@ -6,7 +6,7 @@ from typing import Any
 
 from rlhf_exp.checkpoints.files import checkpoint_bytes
 from rlhf_exp.config.deepspeed import engine_settings, role_ds_config
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.failure import LaunchOutcome, attribute
 from rlhf_exp.jobdir import JobDir, JobSpec

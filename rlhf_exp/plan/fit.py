@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rlhf_exp.config.schema import ConfigError, RunSettings
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import AUTO, auto_order
 from rlhf_exp.plan.formulas import make_plan

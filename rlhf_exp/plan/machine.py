@@ -10,7 +10,8 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rlhf_exp.config.schema import ConfigError, RunSettings
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import GIB
 
 DECLARED_CORES_PER_GPU = 16  # DGX A100/H100/H200: 128 or more cores for 8 GPUs

@@ -2,7 +2,7 @@
 
 `python -m rlhf_exp.report.wandb_report --project P [--entity E] --group SWEEP [--save]` builds the spec
 and, with --save (needs W&B online and a login), creates the report. Built offline, the spec is
-checked against the summary keys the runs really carry (tests/test_sweep_tracking.py).
+checked against the summary keys the runs really carry (tests/e2e/test_sweep_tracking.py).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
     assert_plan_holds(result)  # the plan stored beside the measurement, within the stated tolerance
 
 
-# the full engine plus a PPO step at ZeRO 0-3 runs in tests/test_ppo.py (assert_complete_result on each),
-# gpus=2 under ZeRO-2 in tests/test_sweep_tracking.py, gpus=2 and 4 under ZeRO-3 in tests/test_loaders.py
+# the full engine plus a PPO step at ZeRO 0-3 runs in tests/e2e/test_ppo.py (assert_complete_result on each),
+# gpus=2 under ZeRO-2 in tests/e2e/test_sweep_tracking.py, gpus=2 and 4 under ZeRO-3 in tests/e2e/test_loaders.py
 
 
 def test_sharing_one_gpu_is_refused_without_gpus(run_app: RunApp) -> None:

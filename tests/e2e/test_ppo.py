@@ -42,7 +42,7 @@ def assert_ppo_step(result: dict, gpus: int) -> None:
     assert not changed(job_dir, "ref") and not changed(job_dir, "reward")
 
 
-# ZeRO-2 at gpus 1 and 2 runs in tests/test_sweep_tracking.py (assert_ppo_step on each job)
+# ZeRO-2 at gpus 1 and 2 runs in tests/e2e/test_sweep_tracking.py (assert_ppo_step on each job)
 @pytest.mark.parametrize(("zero", "gpus"), [("stage0", 1), ("stage1", 2), ("stage3", 2)])
 def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: RunApp, zero: str, gpus: int) -> None:
     proc, result = run_app(f"zero={zero}", f"gpus={gpus}", "verify_weights=true", "ppo.steps=1", "wandb.mode=disabled")

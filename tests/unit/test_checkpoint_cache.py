@@ -9,7 +9,7 @@ import pytest
 
 from rlhf_exp.checkpoints.checks import check_checkpoint
 from rlhf_exp.checkpoints.generate import TMP_SUFFIX, generation_lock, preset_dir, resolve_checkpoint
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 
 
 def test_jobs_generating_the_same_preset_at_once_write_it_once(tmp_path: Path) -> None:

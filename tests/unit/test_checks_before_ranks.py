@@ -12,7 +12,8 @@ from conftest import compose_settings
 
 from rlhf_exp.config.compose import compose_config
 from rlhf_exp.config.deepspeed import check_role_configs, engine_settings, role_ds_config
-from rlhf_exp.config.schema import ConfigError, validate
+from rlhf_exp.config.errors import ConfigError
+from rlhf_exp.config.schema import validate
 
 
 def custom(tmp_path: Path, content: str, *extra: str) -> list[str]:

@@ -12,7 +12,7 @@ from rlhf_exp.checkpoints.generate import resolve_checkpoint
 from rlhf_exp.cli.argv_checks import check_group_choices
 from rlhf_exp.config.compose import group_choices
 from rlhf_exp.config.deepspeed import role_ds_config
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from conftest import compose_settings
 
 from rlhf_exp.checkpoints.meta import meta_model
 from rlhf_exp.checkpoints.model_checks import check_context, check_lora_targets, context_length
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.presets import preset_config
-from rlhf_exp.config.schema import ConfigError
 
 
 def test_the_ppo_sequence_must_fit_the_models_context() -> None:

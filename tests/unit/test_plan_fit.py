@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import compose_settings
 
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.advice import alternatives
 from rlhf_exp.plan.fit import all_plans, choose, first_misfit, usable_loaders

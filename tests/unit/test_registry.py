@@ -7,7 +7,7 @@ from conftest import compose_settings
 
 from rlhf_exp.cli.help import help_text
 from rlhf_exp.config.compose import group_choices
-from rlhf_exp.config.schema import ConfigError
+from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.loaders.registry import AUTO, LOADER_CHOICES, LOADERS, auto_order, measured_seconds_per_gib
 from rlhf_exp.plan.fit import usable_loaders
 
