@@ -14,7 +14,7 @@ from torch import nn
 from transformers import AutoConfig
 from transformers.initialization import no_init_weights
 
-from rlhf_exp.checkpoints.meta import model_class as checkpoint_model_class
+from rlhf_exp.checkpoints.meta import model_class
 from rlhf_exp.config.roles import CheckpointKind
 
 
@@ -47,11 +47,6 @@ def node_local_rank() -> int:
     return int(os.environ.get(LOCAL_RANK_VAR, os.environ.get("LOCAL_RANK", 0)))
 
 
-def model_class(request: LoadRequest) -> type:
-    """The transformers Auto class a request's checkpoint kind is built with."""
-    return checkpoint_model_class(request.kind)
-
-
 def node_world_size() -> int:
     return int(os.environ.get("LOCAL_WORLD_SIZE", 1))
 
@@ -62,7 +57,7 @@ def uninitialised_model(request: LoadRequest, dtype: torch.dtype, on_meta: bool)
     tables are computed in __init__, not loaded)."""
     config = AutoConfig.from_pretrained(request.checkpoint)
     with no_init_weights(), init_empty_weights() if on_meta else nullcontext():
-        model = model_class(request).from_config(config, dtype=dtype)
+        model = model_class(request.kind).from_config(config, dtype=dtype)
     model.tie_weights()  # transformers ties inside init_weights, which no_init_weights skips
     return model
 

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 from transformers import AutoConfig
 
-from rlhf_exp.loaders.base import LoadRequest, model_class, uninitialised_model
+from rlhf_exp.checkpoints.meta import model_class
+from rlhf_exp.loaders.base import LoadRequest, uninitialised_model
 from rlhf_exp.loaders.state_dict import load_into, read_private_state_dict
 
 
@@ -24,7 +25,7 @@ def fp32_model(request: LoadRequest, random_init: bool = False) -> nn.Module:
     """The role's model in fp32 with every page written: zeros, or (random_init) the library's own init."""
     if random_init:
         config = AutoConfig.from_pretrained(request.checkpoint)
-        return model_class(request).from_config(config, dtype=torch.float32)
+        return model_class(request.kind).from_config(config, dtype=torch.float32)
     model = uninitialised_model(request, torch.float32, on_meta=False)  # no dtype given in 2023: fp32
     with torch.no_grad():
         for param in model.parameters():

@@ -17,13 +17,13 @@ from torch import nn
 
 from rlhf_exp.checkpoints.fast_read import read_safetensors
 from rlhf_exp.checkpoints.files import weight_files
-from rlhf_exp.checkpoints.meta import is_lora_weight
-from rlhf_exp.loaders.base import LoadRequest, empty_model, model_class
+from rlhf_exp.checkpoints.meta import is_lora_weight, model_class
+from rlhf_exp.loaders.base import LoadRequest, empty_model
 from rlhf_exp.loaders.state_dict import assign_weights
 
 
 def load_low_mem(request: LoadRequest) -> nn.Module:
-    return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype)
+    return model_class(request.kind).from_pretrained(request.checkpoint, dtype=request.dtype)
 
 
 def model_of(request: LoadRequest, state: dict[str, torch.Tensor]) -> nn.Module:
@@ -56,4 +56,4 @@ def load_direct(request: LoadRequest) -> nn.Module:
     files = weight_files(request.checkpoint)
     if request.device.type == "cuda" and request.fast_read and all(f.suffix == ".safetensors" for f in files):
         return load_fast(request)
-    return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype, device_map={"": request.device})
+    return model_class(request.kind).from_pretrained(request.checkpoint, dtype=request.dtype, device_map={"": request.device})

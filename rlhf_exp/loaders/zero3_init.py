@@ -26,9 +26,9 @@ from transformers.models.auto.auto_factory import _get_model_class
 from transformers.utils.generic import ContextManagers
 
 from rlhf_exp.checkpoints.files import weight_files
-from rlhf_exp.checkpoints.meta import checkpoint_key_mapper
+from rlhf_exp.checkpoints.meta import checkpoint_key_mapper, model_class
 from rlhf_exp.config.deepspeed import zero_stage
-from rlhf_exp.loaders.base import LoadRequest, model_class
+from rlhf_exp.loaders.base import LoadRequest
 
 
 def load_zero3_init(request: LoadRequest) -> nn.Module:
@@ -37,7 +37,7 @@ def load_zero3_init(request: LoadRequest) -> nn.Module:
     dschf = HfDeepSpeedConfig(request.ds_config)  # noqa: F841 - must stay alive while the model is built
     files = weight_files(request.checkpoint)
     if not request.fast_read or not all(f.suffix == ".safetensors" for f in files):
-        return model_class(request).from_pretrained(request.checkpoint, dtype=request.dtype)
+        return model_class(request.kind).from_pretrained(request.checkpoint, dtype=request.dtype)
     model = partitioned_model(request)
     fill_partitions(model, files)
     return model.eval()
@@ -48,7 +48,7 @@ def partitioned_model(request: LoadRequest) -> nn.Module:
     contexts: no weight init, RoPE tables in their dtype), its partitions allocated and not yet filled."""
     config = AutoConfig.from_pretrained(request.checkpoint)
     config.dtype = request.dtype
-    cls = _get_model_class(config, model_class(request)._model_mapping)
+    cls = _get_model_class(config, model_class(request.kind)._model_mapping)
     with ContextManagers(init_contexts(cls, request.dtype, config)):
         model = cls(config)
     model.tie_weights()  # as from_pretrained does after loading (a tied lm_head is the embedding's parameter)

@@ -4,7 +4,7 @@ One page: the comparison table; comparison figures across jobs (node peak and lo
 per-stage stacked host and GPU bars, one distinct colour per stage, no panel without data); then per job its
 memory timeline (node, each rank's Pss_Anon and RSS, GPU per rank; stage bands; the watchdog limit and each
 stage's planned node peak as lines; the failure marked) and plan vs measured per stage. Figures are
-matplotlib PNGs embedded in the page; a small script marks each figure drawn (tests/e2e/test_report_browser.py).
+matplotlib PNGs embedded in the page, no script (the browser test adds its own probe to a copy).
 """
 
 from __future__ import annotations
@@ -222,26 +222,6 @@ def job_section(result: dict[str, Any], index: int) -> str:
     return "".join(parts)
 
 
-# marks every figure drawn (decoded, not blank) and counts script errors: what the browser test reads
-CHECK_SCRIPT = """
-window.rlhfErrors = 0;
-window.addEventListener('error', function () { window.rlhfErrors += 1; document.body.dataset.errors = window.rlhfErrors; });
-window.addEventListener('load', function () {
-  var imgs = document.querySelectorAll('img.plot'), drawn = 0;
-  imgs.forEach(function (img) {
-    var c = document.createElement('canvas'); c.width = img.naturalWidth; c.height = img.naturalHeight;
-    if (!c.width || !c.height) return;
-    var ctx = c.getContext('2d'); ctx.drawImage(img, 0, 0);
-    var d = ctx.getImageData(0, 0, c.width, c.height).data, ink = 0;
-    for (var i = 0; i < d.length; i += 4 * 97) { if (d[i] < 200 || d[i + 1] < 200 || d[i + 2] < 200) ink++; }
-    if (ink > 20) { drawn++; img.dataset.drawn = 'yes'; }
-  });
-  document.body.dataset.figures = imgs.length; document.body.dataset.drawn = drawn;
-  document.body.dataset.errors = window.rlhfErrors;
-});
-"""
-
-
 def render(results: list[dict[str, Any]], title: str) -> str:
     rows = [[fmt(comparison_row(r)[key]) for key, _ in COLUMNS] for r in results]
     parts = [_table([h for _, h in COLUMNS], rows, "summary")]
@@ -258,7 +238,7 @@ def render(results: list[dict[str, Any]], title: str) -> str:
     )
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style><script>{CHECK_SCRIPT}</script></head>"
+        f"<style>{style}</style></head>"
         f"<body><h1>{html.escape(title)}</h1>{''.join(parts)}</body></html>"
     )
 
