@@ -29,8 +29,14 @@ def test_every_scenario_dry_runs_through_python_m_bench(ckpt_cache: Path, tmp_pa
         assert record["scenario"] == name and record["dry_run"] and record["command"].startswith("python -m bench run all")
         table = (folder / provenance.TABLE).read_text()
         assert table.count("\n| ") >= 2, (name, table)  # a header and at least one row
-        for result_file in folder.glob("*/*.json"):  # every job the scenario ran completed
-            assert json.loads(result_file.read_text())["status"] == "completed", result_file
+        for result_file in folder.glob("*/*.json"):  # every job completed; the watchdog's are stopped by it
+            result = json.loads(result_file.read_text())
+            if name == "watchdog":
+                assert result["status"] == "failed" and result["failure"]["process"] == "watchdog", result_file
+            else:
+                assert result["status"] == "completed", result_file
+    assert "1 of 1 runs stopped by the watchdog" in (folders["watchdog"] / provenance.TABLE).read_text()
+    assert "| zero3_init | zero3_init:library | yes |" in (folders["zero3-profile"] / provenance.TABLE).read_text()
     assert "| NO |" not in (folders["digests"] / provenance.TABLE).read_text()
     assert "| yes |" in (folders["digests"] / provenance.TABLE).read_text()
     assert "actor.load" in (folders["seed"] / provenance.TABLE).read_text()
