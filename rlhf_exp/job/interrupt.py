@@ -39,10 +39,3 @@ def die_with_parent() -> None:
 def exit_on_interrupt() -> None:
     """In a rank: Ctrl-C to the process group ends it at once, quietly; the job records the interruption."""
     signal.signal(signal.SIGINT, lambda signum, frame: os._exit(INTERRUPTED_EXIT))
-
-
-def ignore_interrupt() -> None:
-    """In the watcher: Ctrl-C and SIGTERM (SLURM signals every process of a step) are for the job, which records
-    the interruption; the watcher stops when the job tells it to, or when the job is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)

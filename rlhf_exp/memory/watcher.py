@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import socket
 import time
 from pathlib import Path
@@ -19,7 +20,6 @@ from typing import Any
 
 import psutil
 
-from rlhf_exp.job.interrupt import ignore_interrupt
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
@@ -103,6 +103,13 @@ def watch(
             out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
     finally:
         job_dir.write_watchdog(node, watchdog.finish().to_json())
+
+
+def ignore_interrupt() -> None:
+    """Ctrl-C and SIGTERM (SLURM signals every process of a step) are for the job, which records the interruption
+    (job/interrupt.py); the watcher stops when the job tells it to, or when the job is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def main() -> None:
