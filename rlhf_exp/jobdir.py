@@ -38,6 +38,7 @@ STOP_REASON = "stop_reason.json"
 WATCHDOG = "watchdog"  # watchdog.json, watchdog.node<N>.json: what each node's watchdog saw and did
 WATCHER_PID = "watcher.pid"
 WATCHER_ERROR = "watcher_error.txt"
+HYDRA_FILES = (".hydra", "job.log")  # what Hydra writes into a run dir before the app starts (hydra.job.name=job)
 # everything a run writes; cleared together before a rerun into the same dir
 RUN_FILES = (SPEC, PLAN, RESULT, STOP, STOP_REASON, WATCHER_PID, WATCHER_ERROR)
 RUN_DIRS = (EVENTS, LOGS, WEIGHTS, PROFILES)
@@ -153,6 +154,18 @@ class JobDir:
             (self.path / name).unlink(missing_ok=True)
         for per_node in (*self.path.glob("samples*.jsonl"), *self.path.glob(f"{WATCHDOG}*.json")):
             per_node.unlink()
+
+    def discard_if_only_hydra(self, stop_at: Path) -> bool:
+        """A refused run leaves nothing: remove the run dir when it holds only Hydra's own files (none of a job's
+        records, this run's or an earlier one's), then its parents that are left empty, up to `stop_at`."""
+        if not self.path.is_dir() or any(p.name not in HYDRA_FILES for p in self.path.iterdir()):
+            return False
+        shutil.rmtree(self.path)
+        parent, stop_at = self.path.parent, stop_at.resolve()
+        while parent.resolve() != stop_at and stop_at in parent.resolve().parents and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+        return True
 
     def write_spec(self, spec: JobSpec) -> None:
         write_json_atomic(self.spec_file, spec.to_json())

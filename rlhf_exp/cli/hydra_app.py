@@ -20,8 +20,14 @@ from rlhf_exp.jobdir import JobDir
 from rlhf_exp.report.tracking import make_tracker
 
 
-def fail_config(err: ConfigError) -> None:
+def fail_config(err: ConfigError, job_dir: Path) -> None:
+    """A refused single run: one line, and the run dir Hydra made for it removed (nothing else was written)."""
     print(f"error: {err}", file=sys.stderr)
+    for handler in logging.getLogger().handlers[:]:  # Hydra's job.log handler holds the file open
+        if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename).parent == job_dir:
+            handler.close()
+            logging.getLogger().removeHandler(handler)
+    JobDir(job_dir).discard_if_only_hydra(Path.cwd())
     sys.exit(2)
 
 
@@ -45,7 +51,7 @@ def hydra_app(cfg: DictConfig) -> str:
         result = run_job(cfg, job_dir, tracker, labels, "hydra.sweep.dir" if multirun else "hydra.run.dir")
     except ConfigError as err:
         if not multirun:
-            fail_config(err)
+            fail_config(err, job_dir)
         print(f"error: {err}", file=sys.stderr)  # in a sweep the job is recorded as failed and the sweep goes on
         record_config_error(JobDir(job_dir), err, plain_or_none(cfg))
         return "failed"
