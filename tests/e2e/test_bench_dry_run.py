@@ -36,7 +36,7 @@ def test_every_scenario_dry_runs_through_python_m_bench(ckpt_cache: Path, tmp_pa
             else:
                 assert result["status"] == "completed", result_file
     assert "1 of 1 runs stopped by the watchdog" in (folders["watchdog"] / provenance.TABLE).read_text()
-    assert "| zero3_init | zero3_init:library | yes |" in (folders["zero3-profile"] / provenance.TABLE).read_text()
+    assert "| zero3_init:library | zero3_init | yes |" in (folders["zero3-profile"] / provenance.TABLE).read_text()
     assert "| NO |" not in (folders["digests"] / provenance.TABLE).read_text()
     assert "| yes |" in (folders["digests"] / provenance.TABLE).read_text()
     assert "actor.load" in (folders["seed"] / provenance.TABLE).read_text()
