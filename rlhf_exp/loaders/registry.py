@@ -1,8 +1,9 @@
-"""Every loading strategy, declared once: name, function, what it needs, and its plan cost.
+"""Every loading strategy, declared once: name, function and what it needs.
 
-Torch-free, so validation, `loader=auto`, the planner and `--help` read it without importing a model
-library. The Hydra group conf/loader/ holds one yaml per declaration (tests/unit checks they agree).
-Adding a loader: one module in rlhf_exp/loaders/, one LoaderSpec here, one yaml.
+A leaf of data (it imports nothing of rlhf_exp), so validation, `loader=auto`, the planner and `--help` read it
+without importing a model library or the planner. A loader's plan cost is the function of the same name in
+rlhf_exp/plan/load_costs.py. The Hydra group conf/loader/ holds one yaml per declaration (tests/unit checks they agree).
+Adding a loader: one module in rlhf_exp/loaders/, one LoaderSpec here, one yaml, one plan cost.
 """
 
 from __future__ import annotations
@@ -12,13 +13,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from rlhf_exp.plan import load_costs
-from rlhf_exp.plan.terms import LoadContext, RankMemory
-
-if TYPE_CHECKING:
-    from rlhf_exp.loaders.base import Loader
 
 AUTO = "auto"  # loader=auto: the planner picks the fastest loader (measured_speed.json) whose plan fits
 MEASURED_SPEED = Path(__file__).with_name("measured_speed.json")  # written by python -m bench run time-to-engine --ship
@@ -29,13 +23,12 @@ class LoaderSpec:
     name: str
     summary: str  # one line: what it does (shown by --help)
     function: str  # "module:attribute" of the Loader, imported only in a rank (it needs torch)
-    plan_cost: Callable[[LoadContext], tuple[RankMemory, RankMemory]]  # (transient, held after) for one rank
     partitioned: bool = False  # partitions while loading: needs ZeRO-3 for every role, and init keeps the partition
     fp32_model: bool = False  # leaves an fp32 host model that deepspeed.initialize casts to the engine dtype
     takes_turns: bool = False  # a node's ranks load in groups of loader.group_size, one group at a time
     copies_twin: bool = False  # ref/reward copy actor's/critic's weights on the GPU (loaders/twin.py, loader.copy_twin)
 
-    def load_function(self) -> Loader:
+    def load_function(self) -> Callable:  # a rlhf_exp.loaders.base.Loader
         module, attr = self.function.split(":")
         return getattr(importlib.import_module(module), attr)
 
@@ -47,27 +40,23 @@ LOADERS: dict[str, LoaderSpec] = {
             "naive",
             "DeepSpeed-Chat 2023: fp32 model, full private read, load_state_dict, every rank at once",
             "rlhf_exp.loaders.naive:load_naive",
-            plan_cost=load_costs.naive,
             fp32_model=True,
         ),
         LoaderSpec(
             "staggered",
             "naive, but a node's ranks take turns in groups of loader.group_size",
             "rlhf_exp.loaders.staggered:load_staggered",
-            plan_cost=load_costs.staggered,
             takes_turns=True,
         ),
         LoaderSpec(
             "low_mem",
             "from_pretrained in the engine dtype: meta-device model, memory-mapped safetensors",
             "rlhf_exp.loaders.pretrained:load_low_mem",
-            plan_cost=load_costs.low_mem,
         ),
         LoaderSpec(
             "rank0_broadcast",
             "each node's local rank 0 reads; the others receive every tensor by broadcast",
             "rlhf_exp.loaders.rank0_broadcast:load_rank0_broadcast",
-            plan_cost=load_costs.rank0_broadcast,
             copies_twin=True,
         ),
         LoaderSpec(
@@ -75,14 +64,12 @@ LOADERS: dict[str, LoaderSpec] = {
             "partitioned load under deepspeed.zero.Init (ZeRO-3 only): each rank reads its share of every tensor "
             "(fast_read=false: from_pretrained, which gathers and broadcasts every module)",
             "rlhf_exp.loaders.zero3_init:load_zero3_init",
-            plan_cost=load_costs.zero3_init,
             partitioned=True,
         ),
         LoaderSpec(
             "direct",
             "straight onto the rank's device: parallel pinned reads on a GPU (from_pretrained with device_map: fast_read=false)",
             "rlhf_exp.loaders.pretrained:load_direct",
-            plan_cost=load_costs.direct,
             copies_twin=True,
         ),
     )

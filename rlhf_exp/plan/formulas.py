@@ -159,7 +159,7 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
         contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging) for r in range(local)]
-        load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else spec.plan_cost
+        load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else load_costs.of_loader(loader)
         costs = [_with_adapters(spec, load_cost(ctx), shape, e) for ctx in contexts]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]

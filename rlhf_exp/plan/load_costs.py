@@ -1,10 +1,13 @@
 """Each loader's load-stage cost for one rank: (transient above what the rank held, what it holds after).
 
-Named by the loader declarations (rlhf_exp/loaders/registry.py); the formulas are summarized in
+Each named like the loader it costs (rlhf_exp/loaders/registry.py declares the loaders); the formulas are summarized in
 rlhf_exp/plan/formulas.py's docstring.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.terms import LoadContext, RankMemory
@@ -82,3 +85,9 @@ def zero3_init(ctx: LoadContext) -> Cost:
         return part.plus(share).plus(driver), part
     gathered = _on_place(ctx, e * shape.largest_tensor)
     return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)).plus(driver), part
+
+
+def of_loader(name: str) -> Callable[[LoadContext], Cost]:
+    """The plan cost of loader `name`: this module's function of that name (tests/unit/test_formulas.py checks that
+    every declared loader has one)."""
+    return getattr(sys.modules[__name__], name)

@@ -7,6 +7,7 @@ from conftest import compose_settings
 
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
+from rlhf_exp.plan import load_costs
 from rlhf_exp.plan.formulas import MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
 from rlhf_exp.plan.machine import Target, local_target
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape
@@ -112,7 +113,7 @@ def test_every_declared_loader_has_a_plan_cost_for_every_rank() -> None:
     for spec in LOADERS.values():
         for on_gpu in (False, True):
             for local_rank in (0, 1):
-                transient, held = spec.plan_cost(LoadContext(shape, 2, True, 2, on_gpu, local_rank))
+                transient, held = load_costs.of_loader(spec.name)(LoadContext(shape, 2, True, 2, on_gpu, local_rank))
                 assert transient.host_private + transient.host_mapped + transient.gpu >= 0, spec.name
                 assert held.host_private >= 0 and held.gpu >= 0, spec.name
 
