@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationToMissingValueError, MissingMandatoryValue, OmegaConfBaseException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.presets import PRESETS
@@ -60,6 +60,7 @@ class RoleZero(Strict):
     stage: Literal[0, 1, 2, 3] = 0
     offload: bool = False
     config_file: str | None = None
+    _effective_stage: int = PrivateAttr(0)  # the stage the role runs at, resolved once at validation
 
     @field_validator("config_file")
     @classmethod
@@ -67,6 +68,10 @@ class RoleZero(Strict):
         if v is not None:
             read_ds_json(v)
         return v
+
+    def model_post_init(self, context: Any, /) -> None:
+        file_stage = read_ds_json(self.config_file).get("zero_optimization", {}).get("stage", 0) if self.config_file else None
+        self._effective_stage = self.stage if file_stage is None else int(file_stage)
 
 
 def read_ds_json(path: str) -> dict[str, Any]:
@@ -245,10 +250,8 @@ class RunSettings(Strict):
 
 
 def role_stage(zero: RoleZero) -> int:
-    """A role's ZeRO stage: its preset's, or the one in its own ds_config JSON."""
-    if zero.config_file:
-        return int(read_ds_json(zero.config_file).get("zero_optimization", {}).get("stage", 0))
-    return zero.stage
+    """A role's ZeRO stage: its preset's, or the one in its own ds_config JSON (read once, at validation)."""
+    return zero._effective_stage
 
 
 def _format(err: ValidationError) -> str:
