@@ -35,8 +35,11 @@ def gpu_within(measured: float | None, planned: float) -> bool:
     return measured is None or abs(measured - planned) <= max(GPU_REL_TOL * measured, GPU_ABS_TOL_GIB)
 
 
-def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per planned stage that was measured: planned and measured rank rise, node peak and GPU (GiB)."""
+def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[str, Any]]:
+    """One row per planned stage that was measured: planned and measured rank rise, node peak and GPU (GiB).
+
+    `node_noise_gib`: what the rest of the machine moved the node's used memory by during the job, measured beside
+    it (tests/node_noise.py); a node figure takes it in, so a CPU run's node check allows it on top."""
     plan = {st["stage"]: st for st in (result.get("plan") or {}).get("stages", [])}
     rows = {row["stage"]: row for row in result["stages"]}
     after_dist = [name for name in rows if name != DIST_INIT]
@@ -60,7 +63,7 @@ def compare(result: dict[str, Any]) -> list[dict[str, Any]]:
             checks.append(host_within(node, planned["node_peak_gib"]))
         elif node is not None:  # CPU runs: one way, never under-planned; what the stage before freed may linger
             bound = max(planned["node_peak_gib"], previous)
-            checks.append(node <= bound + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB))
+            checks.append(node <= bound + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB) + node_noise_gib)
         out.append(
             {
                 "stage": name,

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NODE_BASELINE_DRIFT_GIB, run_sweep_in
+from conftest import node_allowance, run_sweep_in
 from test_end_to_end import assert_complete_result
 from test_ppo import assert_ppo_step
 
@@ -60,7 +60,9 @@ def test_one_offline_wandb_run_per_job_with_config_group_and_summary(sweep: tupl
         assert summary["status"] == "completed" and run["exit_code"] == 0
         for role in ("actor", "ref", "critic", "reward"):
             for phase in ("load", "init"):
-                assert summary[f"mem/{role}.{phase}/node_peak_gib"] > -NODE_BASELINE_DRIFT_GIB  # baseline drifts
+                assert summary[f"mem/{role}.{phase}/node_peak_gib"] > -node_allowance(
+                    result
+                )  # baseline drifts, the machine is shared
                 assert summary[f"mem/{role}.{phase}/duration_s"] > 0
         assert summary["stages/_type"] == "table-file" and summary["stages/nrows"] == len(result["stages"])
         assert run["history_rows"] >= 2 and "host/node_used_gib" in summary  # the watcher's time series
