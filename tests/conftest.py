@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,18 @@ def node_allowance(result: dict[str, Any]) -> float:
     """How far a node-wide figure of `result` may stray for reasons outside the job: the baseline's drift, or the
     machine's noise measured beside the job (tests/node_noise.py), whichever is larger."""
     return max(NODE_BASELINE_DRIFT_GIB, result.get(NODE_NOISE, 0.0))
+
+
+@pytest.fixture(scope="module")
+def memory_stress() -> Iterator[None]:
+    """A neighbour allocating and freeing ~1 GiB in a loop (tests/memory_stress.py) for a module of memory-figure
+    tests: their claims must hold on a shared machine."""
+    helper = subprocess.Popen([sys.executable, str(Path(__file__).with_name("memory_stress.py")), "1.0"])
+    try:
+        yield
+    finally:
+        helper.kill()
+        helper.wait()
 
 
 def assert_quiet_console(console: str) -> None:

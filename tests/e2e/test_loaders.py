@@ -10,6 +10,8 @@ from conftest import assert_plan_holds, run_sweep_in
 
 from rlhf_exp.loaders.registry import LOADERS
 
+pytestmark = pytest.mark.usefixtures("memory_stress")  # every claim here holds beside a 1 GiB neighbour
+
 ALL = ",".join(LOADERS)
 NO_WANDB = "wandb.mode=disabled"  # W&B is tested in test_sweep_tracking; here it would only cost seconds per job
 
@@ -95,8 +97,9 @@ def test_naive_host_memory_grows_with_ranks(medium_runs: dict) -> None:
     one, two = actor_load(medium_runs["naive", 1]), actor_load(medium_runs["naive", 2])
     ckpt = medium_runs["naive", 1]["checkpoint_gib"]["actor"]
     assert ckpt > 0.15  # big enough to see above the ranks' own footprint
-    # each rank builds fp32 (2x a 16-bit checkpoint) and reads a private copy: >= 2x checkpoint more per rank
-    assert two["node_peak_gib"] - one["node_peak_gib"] >= 2 * ckpt
+    # each rank builds fp32 (2x a 16-bit checkpoint) and reads a private copy: >= 2x checkpoint more per rank, on the
+    # ranks' own private memory summed at each sample (the node-wide figure also holds the machine's neighbours)
+    assert two["pss_anon_sum_peak_gib"] - one["pss_anon_sum_peak_gib"] >= 2 * ckpt
     # every rank pays what a lone rank pays (VmHWM: the kernel's exact per-process peak; the ranks'
     # peaks need not coincide, so their instantaneous sum is not the test)
     assert all(rank["peak_rss_gib"] >= 0.9 * one["per_rank"][0]["peak_rss_gib"] for rank in two["per_rank"])
