@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.errors import HydraException
@@ -44,16 +43,15 @@ def plan_config(overrides: list[str]) -> tuple[RunSettings, dict[str, Plan], Tar
     from rlhf_exp.config.deepspeed import check_role_configs
     from rlhf_exp.job.device import resolve_device
     from rlhf_exp.plan.advice import alternatives
-    from rlhf_exp.plan.fit import all_plans
-    from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes, target_machine
+    from rlhf_exp.plan.inputs import target_machine
+    from rlhf_exp.plan.pipeline import plan_settings
 
     os.environ.setdefault("DS_ACCELERATOR", "cuda" if torch.cuda.is_available() else "cpu")  # no accelerator probe
     # a declared node has its own GPUs, whatever this host has
     target = target_machine(settings, resolve_device(settings)[0] if settings.machine.name == "local" else None)
     check_role_configs(settings, target.device)
-    shapes = role_shapes(settings, existing_checkpoints(settings))
-    base = rank_base(target, Path(settings.model.cache_dir))
-    return settings, all_plans(settings, shapes, target, base), target, lambda: alternatives(settings, shapes, target, base)
+    p = plan_settings(settings, target.device, target=target)
+    return settings, p.plans, target, lambda: alternatives(settings, p.shapes, target, p.base)
 
 
 USAGE = """usage: python -m rlhf_exp plan [--json] [overrides]

@@ -24,7 +24,8 @@ from rlhf_exp.job.device import resolve_device
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory.kernel import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
-from rlhf_exp.plan.inputs import plans_here, rank_base
+from rlhf_exp.plan.inputs import rank_base
+from rlhf_exp.plan.pipeline import plan_settings
 
 
 def checkpoint_dirs(settings: RunSettings, generate: bool) -> dict[str, Path | None]:
@@ -48,7 +49,8 @@ def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path | N
 
     Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check): before that nothing is
     written, not even the rank-footprint probe's cache."""
-    plans, cap = plans_here(settings, device, dict(checkpoints), persist=False)
+    planned = plan_settings(settings, device, dict(checkpoints), persist=False)
+    plans, cap = planned.plans, planned.target
     requested, loader = settings.loader.name, choose(settings, plans, cap)
     rank_base(cap, Path(settings.model.cache_dir))  # it fits: the probe (measured once per environment) is kept
     settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})

@@ -9,13 +9,11 @@ cgroup beside the ranks (the job driver, its watcher, srun).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import GIB
-from rlhf_exp.plan.fit import all_plans, pick
-from rlhf_exp.plan.inputs import existing_checkpoints, rank_base, role_shapes
 from rlhf_exp.plan.machine import Target
+from rlhf_exp.plan.pipeline import plan_settings
 
 MARGIN = 0.15
 MARGIN_GIB = 1.0
@@ -30,7 +28,6 @@ def node_memory_request_mib(settings: RunSettings, device: str, nodes: int, rank
     target = Target(
         m.name, device, host, host * settings.plan.host_fraction, gpu, ranks_per_node, nodes, ranks_per_node, 1, False
     )
-    shapes = role_shapes(settings, existing_checkpoints(settings))
-    plans = all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir)))
-    peak = plans[pick(settings, plans, target)].node_peak_gib()
+    planned = plan_settings(settings, device, target=target)
+    peak = planned.plans[planned.picked()].node_peak_gib()
     return math.ceil((peak * (1 + MARGIN) + MARGIN_GIB) * 1024)

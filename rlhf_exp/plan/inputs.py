@@ -23,10 +23,9 @@ from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
 from rlhf_exp.config.units import DTYPE_BYTES
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
-from rlhf_exp.plan.fit import all_plans
 from rlhf_exp.plan.formulas import CUDA_CONTEXT_HOST
 from rlhf_exp.plan.machine import Target, declared_target, local_target
-from rlhf_exp.plan.terms import Plan, RankBase, RoleShape
+from rlhf_exp.plan.terms import RankBase, RoleShape
 
 
 def _config(key: str, spec: CheckpointSpec, checkpoint: Path | None) -> PretrainedConfig:
@@ -191,13 +190,3 @@ def rank_base(target: Target, cache_dir: Path, persist: bool = True) -> RankBase
         cpu = probe_rank_base("cpu", cache_dir, persist)
         return RankBase(cpu.rss + CUDA_CONTEXT_HOST, cpu.private + CUDA_CONTEXT_HOST)
     return probe_rank_base(target.device, cache_dir, persist)
-
-
-def plans_here(
-    settings: RunSettings, device: str, checkpoints: dict[str, Path | None], persist: bool = True
-) -> tuple[dict[str, Plan], Target]:
-    """Every usable loader's plan for this config, and the machine they are checked against (persist=False: the
-    rank-footprint probe, where it runs, is not written yet)."""
-    target = target_machine(settings, device)
-    shapes = role_shapes(settings, checkpoints)
-    return all_plans(settings, shapes, target, rank_base(target, Path(settings.model.cache_dir), persist)), target
