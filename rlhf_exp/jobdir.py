@@ -19,7 +19,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,30 @@ class JobSpec:
             config=data["config"],
             run_id=data.get("run_id", ""),
         )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """result.json's `failure`: where and why a job did not complete (written by rlhf_exp.job, read by the reports)."""
+
+    stage: str | None  # the stage the failing rank was in; "config", "prepare", "launch", "job" outside the ranks
+    rank: int | None  # None: not a rank's fault (a check, the job process, a process the guard stopped the job for)
+    reason: str
+    signal: str | None = None
+    exitcode: int | None = None
+    process: str | None = None  # the process outside the ranks that the job was stopped for (watchdog, watcher)
+    hung: bool | None = None  # a rank stopped inside a stage while its peers waited for it (True: they timed out)
+    ranks_failed: list[dict[str, Any]] = field(default_factory=list)  # what the launcher saw of every failed rank
+
+    def to_dict(self) -> dict[str, Any]:
+        optional = ("process", "hung")  # present only where they say something
+        return {k: v for k, v in asdict(self).items() if k not in optional or v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> Failure | None:
+        if not data:
+            return None
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
 
 
 @dataclass(frozen=True)

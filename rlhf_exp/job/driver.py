@@ -25,7 +25,7 @@ from rlhf_exp.job.placement import Placement, placement_here
 from rlhf_exp.job.prepare import plan_verdict, prepare_job
 from rlhf_exp.job.progress import StageProgress
 from rlhf_exp.job.result import assemble_result, check_not_another_configs_result, completed_result, job_meta
-from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.jobdir import Failure, JobDir, JobSpec
 from rlhf_exp.memory import kernel
 from rlhf_exp.report.summary import summarize
 from rlhf_exp.report.table import print_result
@@ -72,7 +72,7 @@ def run_job(
 
 
 def finish_crashed(tracker: Tracker, job_dir: JobDir, exc: BaseException) -> None:
-    failure = {"stage": "job", "rank": None, "reason": repr(exc)[:500], "signal": None}
+    failure = Failure(stage="job", rank=None, reason=repr(exc)[:500]).to_dict()
     tracker.finish({"status": "crashed", "failure": failure, **summarize(job_dir)}, job_dir.read_samples())
 
 

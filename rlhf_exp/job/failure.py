@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlhf_exp.jobdir import Failure
+
 Events = dict[int, list[dict[str, Any]]]
 
 
@@ -98,21 +100,20 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
     failed = [f.__dict__ for f in outcome.failures]
     guard = outcome.guard_stop
     if guard and guard.process:  # not a rank's fault: name the process and the stage the ranks were in
-        return {
-            "rank": None,
-            "process": guard.process,
-            "stage": failed_stage(events, None) or "launch",  # "launch": before any rank began a stage
-            "reason": f"job stopped: {guard.reason}",
-            "exitcode": None,
-            "signal": guard.signal,
-            "ranks_failed": failed,
-        }
+        return Failure(
+            stage=failed_stage(events, None) or "launch",  # "launch": before any rank began a stage
+            rank=None,
+            reason=f"job stopped: {guard.reason}",
+            signal=guard.signal,
+            process=guard.process,
+            ranks_failed=failed,
+        ).to_dict()
     # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
     own = first_error({r: [ev for ev in evs if not (ev.get("waiting") or ev.get("timeout"))] for r, evs in events.items()})
     peer = first_error(events) if own is None else None
     cause = root_cause(outcome.failures)
     stuck = stuck_rank(events)
-    extra: dict[str, Any] = {}
+    hung: bool | None = None
     if own:
         rank, reason = own["rank"], own["error"]
     elif cause and cause.signal not in (None, "SIGTERM"):
@@ -120,7 +121,7 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
     elif peer and stuck is not None and stuck != peer["rank"]:
         rank, what = stuck, "timed out waiting for it" if peer.get("timeout") else "lost it"
         reason = f"rank {stuck} stopped in {failed_stage(events, stuck)}; rank {peer['rank']} {what}: {peer['error'][:300]}"
-        extra["hung"] = bool(peer.get("timeout"))
+        hung = bool(peer.get("timeout"))
     elif cause:
         rank, reason = cause.rank, f"exit code {cause.exitcode}"
     elif peer:
@@ -133,12 +134,12 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
     if verdict and not own:
         reason = f"{verdict}; {reason}"
     launcher = next((f for f in outcome.failures if f.rank == rank), None)
-    return {
-        "rank": rank,
-        "stage": failed_stage(events, rank),
-        "reason": reason,
-        "exitcode": launcher.exitcode if launcher else None,
-        "signal": launcher.signal if launcher else None,
-        **extra,
-        "ranks_failed": failed,
-    }
+    return Failure(
+        stage=failed_stage(events, rank),
+        rank=rank,
+        reason=reason,
+        signal=launcher.signal if launcher else None,
+        exitcode=launcher.exitcode if launcher else None,
+        hung=hung,
+        ranks_failed=failed,
+    ).to_dict()

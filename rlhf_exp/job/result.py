@@ -9,7 +9,7 @@ from rlhf_exp.config.deepspeed import engine_settings, role_ds_config
 from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.failure import LaunchOutcome, attribute
-from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.jobdir import Failure, JobDir, JobSpec
 from rlhf_exp.memory import kernel
 from rlhf_exp.report.summary import summarize
 
@@ -53,7 +53,7 @@ def record_config_error(job_dir: JobDir, error: ConfigError, config: dict[str, A
     if previous and previous.get("status") == "completed":
         return
     job_dir.path.mkdir(parents=True, exist_ok=True)
-    failure = {"stage": "config", "rank": None, "reason": str(error), "signal": None}
+    failure = Failure(stage="config", rank=None, reason=str(error)).to_dict()
     job_dir.write_result({"status": "failed", "job_dir": str(job_dir.path), "stages": [], "failure": failure, "config": config})
 
 
@@ -119,7 +119,7 @@ def record_dead_job(job_dir: JobDir, verdict: str) -> dict[str, Any]:
             "status": "failed",
             "job_dir": str(job_dir.path),
             "stages": [],
-            "failure": {"stage": "prepare", "rank": 0, "reason": verdict, "signal": None},
+            "failure": Failure(stage="prepare", rank=0, reason=verdict).to_dict(),
         }
         job_dir.path.mkdir(parents=True, exist_ok=True)
         job_dir.write_result(result)

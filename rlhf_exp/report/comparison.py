@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlhf_exp.config.stages import is_load_stage
+from rlhf_exp.jobdir import Failure
 
 
 def engine_build_s(result: dict[str, Any]) -> float:
@@ -21,7 +22,7 @@ def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
     gpu = [s.get("gpu_cuda_peak_allocated_gib") for s in stages if s.get("gpu_cuda_peak_allocated_gib") is not None]
     plan = result.get("plan") or {}
     planned = max((st["node_peak_gib"] for st in plan.get("stages", [])), default=None)
-    failure = result.get("failure") or {}
+    failure = Failure.from_dict(result.get("failure"))
     return {
         "job": _job_name(result),
         "gpus": result.get("gpus", config.get("gpus")),
@@ -33,7 +34,7 @@ def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
         "gpu_peak_gib": max(gpu) if gpu else None,
         "build_s": round(engine_build_s(result), 2) if stages else None,
         "planned_peak_gib": planned,
-        "failed_at": failure.get("stage") if result.get("status") != "completed" else None,
+        "failed_at": failure.stage if failure and result.get("status") != "completed" else None,
     }
 
 

@@ -26,7 +26,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rlhf_exp.jobdir import RESULT  # noqa: E402
+from rlhf_exp.jobdir import RESULT, Failure  # noqa: E402
 from rlhf_exp.plan.compare import compare  # noqa: E402
 from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt  # noqa: E402
 from rlhf_exp.report.record import COLUMN  # noqa: E402
@@ -205,9 +205,9 @@ def job_section(result: dict[str, Any], index: int) -> str:
     row = comparison_row(result)
     line = build_timeline(result)
     parts = [f"<h2 id='job{index}'>{html.escape(row['job'])} · {html.escape(str(row['status']))}</h2>"]
-    failure = result.get("failure")
+    failure = Failure.from_dict(result.get("failure"))
     if failure and result.get("status") != "completed":
-        where = f"{result['status']} at {failure.get('stage')}: {str(failure.get('reason'))[:500]}"
+        where = f"{result['status']} at {failure.stage}: {failure.reason[:500]}"
         parts.append(f"<p class='failure'>{html.escape(where)}</p>")
     if not line.empty:
         parts.append(_figure(f"timeline{index}", "Memory over time", timeline_figure(line, row["job"])))

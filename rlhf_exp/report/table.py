@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rlhf_exp.jobdir import Failure
 from rlhf_exp.report.record import Column, stage_columns
 
 COLUMNS = [Column("stage", "stage", ""), *stage_columns(table=True)]
@@ -41,7 +42,7 @@ def print_result(result: dict[str, Any], console: Console | None = None) -> None
     console = console or Console(width=200)
     console.print(stage_table(result))
     if result.get("status") != "completed":
-        f = result.get("failure") or {}
-        reason = escape(str(f.get("reason")))  # errors carry [brackets] rich would read as markup
-        console.print(f"[red]FAILED[/red] at stage {f.get('stage')} on rank {f.get('rank')}: {reason}")
+        f = Failure.from_dict(result.get("failure")) or Failure(stage=None, rank=None, reason="unknown")
+        reason = escape(f.reason)  # errors carry [brackets] rich would read as markup
+        console.print(f"[red]FAILED[/red] at stage {f.stage} on rank {f.rank}: {reason}")
     console.print(f"result: {result.get('result_file')}")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhf_exp.config.units import GIB
-from rlhf_exp.jobdir import JobDir
+from rlhf_exp.jobdir import Failure, JobDir
 
 
 @dataclass
@@ -68,12 +68,12 @@ def build_timeline(result: dict[str, Any]) -> Timeline:
     fraction = ((result.get("config") or {}).get("watcher") or {}).get("max_node_fraction")
     if fraction and result.get("host_total_gib"):
         line.limit_gib = fraction * result["host_total_gib"] - base / GIB
-    failure = result.get("failure")
+    failure = Failure.from_dict(result.get("failure"))
     if failure and result.get("status") != "completed":
-        window = next((w for w in line.stages if w.name == failure.get("stage")), None)
+        window = next((w for w in line.stages if w.name == failure.stage), None)
         line.failure = {
             "time_s": window.end_s if window else line.time_s[-1],
-            "stage": failure.get("stage"),
-            "reason": str(failure.get("reason"))[:200],
+            "stage": failure.stage,
+            "reason": failure.reason[:200],
         }
     return line

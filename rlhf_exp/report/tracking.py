@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rlhf_exp.config.units import GIB
+from rlhf_exp.jobdir import Failure
 from rlhf_exp.report.record import stage_columns, summary_key
 from rlhf_exp.report.summary import load_time_s
 from rlhf_exp.report.timeline import build_timeline
@@ -43,8 +44,9 @@ def summary_of(result: dict[str, Any]) -> dict[str, Any]:
         "node_peak_gib": result.get("node_peak_gib"),
         "load_time_s": load_time_s(result),
     }
-    if result.get("failure"):
-        summary.update({f"failure/{k}": result["failure"][k] for k in ("stage", "rank", "reason", "signal")})
+    failure = Failure.from_dict(result.get("failure"))
+    if failure:
+        summary.update({f"failure/{k}": getattr(failure, k) for k in ("stage", "rank", "reason", "signal")})
     for row in result.get("stages", []):
         summary.update({summary_key(row["stage"], k): row[k] for k in SUMMARY_KEYS if row.get(k) is not None})
     return summary
