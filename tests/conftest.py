@@ -45,7 +45,7 @@ NODE_BASELINE_DRIFT_GIB = 0.5
 def node_allowance(result: dict[str, Any]) -> float:
     """How far a node-wide figure of `result` may stray for reasons outside the job: the baseline's drift, or the
     machine's noise measured beside the job (tests/node_noise.py), whichever is larger."""
-    return max(NODE_BASELINE_DRIFT_GIB, result.get(NODE_NOISE, 0.0))
+    return max(NODE_BASELINE_DRIFT_GIB, NODE_NOISE.get(str(result.get("job_dir")), 0.0))
 
 
 @pytest.fixture(scope="module")
@@ -112,11 +112,13 @@ def run_sweep_in(
     return proc, [with_noise(json.loads(f.read_text()), noise) for f in files]
 
 
-NODE_NOISE = "test_node_noise_gib"  # a test's own measurement beside the job (tests/node_noise.py), not the app's
+NODE_NOISE: dict[str, float] = {}  # job_dir -> the machine's noise measured beside that job (tests/node_noise.py)
 
 
 def with_noise(result: dict[str, Any], noise: NodeNoise) -> dict[str, Any]:
-    return {**result, NODE_NOISE: round(noise.gib, 4)}
+    """The result as the app wrote it; the test's own measurement is kept beside it, by job dir."""
+    NODE_NOISE[str(result.get("job_dir"))] = round(noise.gib, 4)
+    return result
 
 
 def assert_plan_holds(result: dict[str, Any]) -> None:
@@ -125,7 +127,7 @@ def assert_plan_holds(result: dict[str, Any]) -> None:
     GPU memory."""
     from rlhf_exp.plan.compare import compare
 
-    rows = compare(result, node_noise_gib=result.get(NODE_NOISE, 0.0))
+    rows = compare(result, node_noise_gib=NODE_NOISE.get(str(result.get("job_dir")), 0.0))
     assert rows, "no plan beside the measurement"
     for row in rows:
         assert row["ok"], (result["loader"], result["gpus"], row)

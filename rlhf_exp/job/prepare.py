@@ -92,7 +92,9 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
     settings, plan = plan_job(settings, device, checkpoints)
     if None in checkpoints.values():  # presets generated now, then planned again from their files (the same loader)
         checkpoints = checkpoint_dirs(settings, generate=True)
+        requested = plan["requested_loader"]
         settings, plan = plan_job(settings, device, checkpoints)
+        plan["requested_loader"] = requested
     gc.collect()
     release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
     spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)
