@@ -2,7 +2,7 @@
 memory while the job runs.
 
 A node figure (MemTotal - MemAvailable) holds every process of the machine; a CI box is shared. While the job
-runs, a thread samples the node's used memory minus the anonymous RSS of this test's own process tree (the job,
+runs, a thread samples the node's used memory minus the non-file RSS of this test's own process tree (the job,
 its ranks and watcher): what is left is the rest of the machine plus kernel overhead, and its swing over the run
 is the allowance a node-wide assertion gets. Measured, never assumed: on a quiet box it is a few MiB, under the
 CI stress helper (tests/memory_stress.py) about its 1 GiB.
@@ -16,28 +16,19 @@ import time
 
 import psutil
 
+from rlhf_exp.memory import kernel
+
 GIB = 1024**3
 
 
-def node_used_bytes() -> int:
-    fields = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, value = line.split(":", 1)
-            fields[key] = int(value.split()[0]) * 1024
-    return fields["MemTotal"] - fields["MemAvailable"]
-
-
-def own_tree_anon_bytes() -> int:
-    """RssAnon of this process and every descendant (the job under test)."""
+def own_tree_bytes() -> int:
+    """Resident memory not backed by files (VmRSS - RssFile: anonymous and shared) of this process and every
+    descendant (the job under test)."""
     total = 0
     me = psutil.Process(os.getpid())
     for proc in (me, *me.children(recursive=True)):
-        try:
-            with open(f"/proc/{proc.pid}/status") as f:
-                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("RssAnon:")), 0)
-        except OSError:  # exited between the listing and the read
-            continue
+        status = kernel.process_status(proc.pid)  # empty when it exited between the listing and the read
+        total += status.get("VmRSS", 0) - status.get("RssFile", 0)
     return total
 
 
@@ -52,7 +43,7 @@ class NodeNoise:
 
     def _sample(self) -> None:
         while True:
-            other = node_used_bytes() - own_tree_anon_bytes()
+            other = kernel.node_used_bytes() - own_tree_bytes()
             self.low = other if self.low is None else min(self.low, other)
             self.high = other if self.high is None else max(self.high, other)
             if self._stop.wait(self.interval_s):

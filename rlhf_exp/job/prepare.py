@@ -44,14 +44,17 @@ def checkpoint_dirs(settings: RunSettings, generate: bool) -> dict[str, Path | N
     return out
 
 
-def plan_job(settings: RunSettings, device: str, checkpoints: dict[str, Path | None]) -> tuple[RunSettings, dict[str, Any]]:
-    """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan record.
+def plan_job(
+    settings: RunSettings, device: str, checkpoints: dict[str, Path | None], requested: str | None = None
+) -> tuple[RunSettings, dict[str, Any]]:
+    """Plan every usable loader, pick the one to run (loader=auto, fit check) and return its plan record;
+    `requested`: the loader the user asked for, when `settings` already holds an earlier pick.
 
     Raises ConfigError when the chosen plan does not fit this machine (plan.fit_check): before that nothing is
     written, not even the rank-footprint probe's cache."""
     planned = plan_settings(settings, device, dict(checkpoints), persist=False)
     plans, cap = planned.plans, planned.target
-    requested, loader = settings.loader.name, choose(settings, plans, cap)
+    requested, loader = requested or settings.loader.name, choose(settings, plans, cap)
     rank_base(cap, Path(settings.model.cache_dir))  # it fits: the probe (measured once per environment) is kept
     settings = settings.model_copy(update={"loader": settings.loader.model_copy(update={"name": loader})})
     misfit = first_misfit(plans[loader], cap)
@@ -92,9 +95,7 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
     settings, plan = plan_job(settings, device, checkpoints)
     if None in checkpoints.values():  # presets generated now, then planned again from their files (the same loader)
         checkpoints = checkpoint_dirs(settings, generate=True)
-        requested = plan["requested_loader"]
-        settings, plan = plan_job(settings, device, checkpoints)
-        plan["requested_loader"] = requested
+        settings, plan = plan_job(settings, device, checkpoints, requested=plan["requested_loader"])
     gc.collect()
     release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
     spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)
