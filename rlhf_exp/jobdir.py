@@ -9,6 +9,7 @@
                                   writes watchdog.json (watchdog.node<N>.json) as it stops
   logs/                           the ranks' stdout/stderr (torch's elastic launcher)
   job.log                         the job process's library logs and warnings (Hydra's job logging: hydra.job.name)
+The shapes of the events and samples lines: rlhf_exp/records.py; of result.json's failure: `Failure` below.
 
 Light on imports (no torch, no pydantic at import time): the watcher imports it too.
 """
@@ -22,6 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rlhf_exp.records import Event, Sample, is_header
 
 if TYPE_CHECKING:
     from rlhf_exp.config.schema import RunSettings
@@ -226,12 +229,13 @@ class JobDir:
             return None
 
     # --- records -----------------------------------------------------------------------------------
-    def read_events(self) -> dict[int, list[dict[str, Any]]]:
+    def read_events(self) -> dict[int, list[Event]]:
+        """Every rank's events so far, by rank."""
         files = sorted(self.events_dir.glob("rank*.jsonl"))
-        return {int(p.stem.removeprefix("rank")): read_jsonl(p) for p in files}
+        return {int(p.stem.removeprefix("rank")): [Event.from_json(ev) for ev in read_jsonl(p)] for p in files}
 
-    def read_samples(self, node: int = 0) -> list[dict[str, Any]]:
-        return [s for s in read_jsonl(self.samples_file(node)) if "header" not in s]
+    def read_samples(self, node: int = 0) -> list[Sample]:
+        return [Sample.from_json(s) for s in read_jsonl(self.samples_file(node)) if not is_header(s)]
 
     def write_watchdog(self, node: int, record: dict[str, Any]) -> None:
         write_json_atomic(self.watchdog_file(node), record)

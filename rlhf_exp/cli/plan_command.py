@@ -91,15 +91,17 @@ def report(
 
 
 def print_report(doc: dict[str, Any], target: Target) -> None:
+    from rlhf_exp.plan.terms import plan_stages
+
     console = Console(width=160)
     miss = doc["first_misfit"]
     table = Table(title=f"plan: loader={doc['loader']}, {doc['plan']['ranks']} rank(s) on {doc['plan']['device']}")
     for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB (torch)", "GPU/rank GiB (device)", ""):
         table.add_column(col, justify="left" if col in ("stage", "") else "right")
-    for st in doc["plan"]["stages"]:
-        mark = f"does not fit ({miss['memory']})" if miss and st["stage"] == miss["stage"] else ""
-        cells = (st["rank_peak_gib"], st["node_peak_gib"], st["gpu_rank_gib"], st["gpu_device_gib"])
-        table.add_row(st["stage"], *(f"{c:.3f}" for c in cells), mark)
+    for st in plan_stages(doc["plan"]):
+        mark = f"does not fit ({miss['memory']})" if miss and st.stage == miss["stage"] else ""
+        cells = (st.rank_peak_gib, st.node_peak_gib, st.gpu_rank_gib, st.gpu_device_gib)
+        table.add_row(st.stage, *(f"{c:.3f}" for c in cells), mark)
     console.print(table)
     console.print(f"machine: {target.describe()}")
     for other, v in doc["loaders"].items():

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhf_exp.jobdir import Failure
-
-Events = dict[int, list[dict[str, Any]]]
+from rlhf_exp.records import Event, Events
 
 
 @dataclass
@@ -55,25 +54,25 @@ def failed_stage(events: Events, rank: int | None) -> str | None:
     candidates = [rank] if rank is not None and rank in events else sorted(events)
     for r in candidates:
         for ev in events[r]:
-            if ev.get("event") == "error":
-                return ev["stage"]
+            if ev.event == "error":
+                return ev.stage
     for r in candidates:
-        open_stages = [ev["stage"] for ev in events[r] if ev.get("event") == "begin"]
-        closed = {ev["stage"] for ev in events[r] if ev.get("event") in ("end", "error")}
+        open_stages = [ev.stage for ev in events[r] if ev.event == "begin"]
+        closed = {ev.stage for ev in events[r] if ev.closes_stage}
         unfinished = [s for s in open_stages if s not in closed]
         if unfinished:
             return unfinished[-1]
     return None
 
 
-def first_error(events: Events) -> dict[str, Any] | None:
-    errors = [ev for evs in events.values() for ev in evs if ev.get("event") == "error"]
-    return min(errors, key=lambda ev: ev["t"]) if errors else None
+def first_error(events: Events) -> Event | None:
+    errors = [ev for evs in events.values() for ev in evs if ev.event == "error"]
+    return min(errors, key=lambda ev: ev.t) if errors else None
 
 
 def stuck_rank(events: Events) -> int | None:
     """A rank still inside a stage (last record a `begin`) while some peer is not: the one the others waited for."""
-    inside = [r for r, evs in events.items() if evs and evs[-1].get("event") == "begin"]
+    inside = [r for r, evs in events.items() if evs and evs[-1].event == "begin"]
     return min(inside) if inside and len(inside) < len(events) else None
 
 
@@ -82,8 +81,8 @@ def first_silent_rank(events: Events) -> int | None:
 
     A dead rank writes nothing more, while its peers go on to the next barrier before being killed.
     """
-    unfinished = [r for r, evs in events.items() if evs and evs[-1].get("event") not in ("done",)]
-    return min(unfinished, key=lambda r: events[r][-1]["t"], default=None)
+    unfinished = [r for r, evs in events.items() if evs and evs[-1].event != "done"]
+    return min(unfinished, key=lambda r: events[r][-1].t, default=None)
 
 
 def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None) -> dict[str, Any] | None:
@@ -109,23 +108,23 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
             ranks_failed=failed,
         ).to_dict()
     # a rank that failed in a collective (a barrier, a timeout) reports its peer's trouble, not its own
-    own = first_error({r: [ev for ev in evs if not (ev.get("waiting") or ev.get("timeout"))] for r, evs in events.items()})
+    own = first_error({r: [ev for ev in evs if not (ev.waiting or ev.timeout)] for r, evs in events.items()})
     peer = first_error(events) if own is None else None
     cause = root_cause(outcome.failures)
     stuck = stuck_rank(events)
     hung: bool | None = None
     if own:
-        rank, reason = own["rank"], own["error"]
+        rank, reason = own.rank, own.error or ""
     elif cause and cause.signal not in (None, "SIGTERM"):
         rank, reason = cause.rank, f"killed by {cause.signal}"
-    elif peer and stuck is not None and stuck != peer["rank"]:
-        rank, what = stuck, "timed out waiting for it" if peer.get("timeout") else "lost it"
-        reason = f"rank {stuck} stopped in {failed_stage(events, stuck)}; rank {peer['rank']} {what}: {peer['error'][:300]}"
-        hung = bool(peer.get("timeout"))
+    elif peer and stuck is not None and stuck != peer.rank:
+        rank, what = stuck, "timed out waiting for it" if peer.timeout else "lost it"
+        reason = f"rank {stuck} stopped in {failed_stage(events, stuck)}; rank {peer.rank} {what}: {(peer.error or '')[:300]}"
+        hung = peer.timeout
     elif cause:
         rank, reason = cause.rank, f"exit code {cause.exitcode}"
     elif peer:
-        rank, reason = peer["rank"], peer["error"]
+        rank, reason = peer.rank, peer.error or ""
     else:
         rank = stuck if stuck is not None else first_silent_rank(events)
         reason = "no rank recorded an error"

@@ -26,6 +26,7 @@ from rlhf_exp.memory.kernel import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
 from rlhf_exp.plan.inputs import rank_base
 from rlhf_exp.plan.pipeline import plan_settings
+from rlhf_exp.plan.terms import plan_stages
 
 
 def checkpoint_dirs(settings: RunSettings, generate: bool) -> dict[str, Path | None]:
@@ -72,11 +73,12 @@ def plan_job(
 
 def plan_verdict(plan: dict[str, Any]) -> str:
     """One line for the console: the plan of the loader that runs, against what this machine offers."""
-    peak = max(st["node_peak_gib"] for st in plan["stages"])
+    stages = plan_stages(plan)
+    peak = max(st.node_peak_gib for st in stages)
     room = f"node peak {peak:.2f} GiB of {plan['capacity_host_gib']:.1f} GiB usable"
     if plan.get("capacity_gpu_gib"):  # what the fit check compares: the device's figure, times the ranks sharing a GPU
         per_gpu = plan["machine"]["ranks_per_gpu"]
-        gpu = max(st["gpu_device_gib"] for st in plan["stages"]) * per_gpu
+        gpu = max(st.gpu_device_gib for st in stages) * per_gpu
         share = f" ({per_gpu} ranks)" if per_gpu > 1 else ""
         room += f", GPU {gpu:.2f} GiB of {plan['capacity_gpu_gib']:.1f} GiB per GPU{share}"
     verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']} (plan.fit_check=false)"

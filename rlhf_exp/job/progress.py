@@ -12,6 +12,7 @@ from rich.console import Console
 
 from rlhf_exp.config.units import GIB
 from rlhf_exp.jobdir import JobDir
+from rlhf_exp.records import Event, Sample, is_header
 
 
 class StageProgress:
@@ -52,9 +53,10 @@ class StageProgress:
         complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
         self._samples_at += len(complete)
         for line in complete.splitlines():
-            sample = json.loads(line)
-            if "header" not in sample:
-                self._samples.append((sample["t"], sample["node_used"]))
+            data = json.loads(line)
+            if not is_header(data):
+                sample = Sample.from_json(data)
+                self._samples.append((sample.t, sample.node_used))
 
     def _node_gib(self, at: float | None = None) -> float | None:
         """Node memory above the baseline at time `at` (the latest sample by then), or now."""
@@ -73,17 +75,16 @@ class StageProgress:
         self._read_new_samples()
         for line in lines[self._seen :]:
             try:
-                ev = json.loads(line)
+                ev = Event.from_json(json.loads(line))
             except json.JSONDecodeError:
                 break  # being written: read it next time
             self._seen += 1
-            stage, kind = ev.get("stage"), ev.get("event")
-            if kind == "begin":
-                self._open[stage] = ev["t"]
-            elif kind in ("end", "error") and stage in self._open:
-                took = ev["t"] - self._open.pop(stage)
-                mark = "[green]✓[/green]" if kind == "end" else "[red]✗[/red]"
-                self.console.print(f"  {mark} {stage:18s} {took:7.1f} s   {self._text(self._node_gib(ev['t']))}")
+            if ev.event == "begin" and ev.stage:
+                self._open[ev.stage] = ev.t
+            elif ev.closes_stage and ev.stage in self._open:
+                took = ev.t - self._open.pop(ev.stage)
+                mark = "[green]✓[/green]" if ev.event == "end" else "[red]✗[/red]"
+                self.console.print(f"  {mark} {ev.stage:18s} {took:7.1f} s   {self._text(self._node_gib(ev.t))}")
         if status is not None and self._open:
             stage, began = next(iter(self._open.items()))
             status.update(f"{stage}  {time.time() - began:.0f} s  {self._text(self._node_gib())}")

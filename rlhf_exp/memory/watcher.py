@@ -2,8 +2,7 @@
 
 `python -m rlhf_exp.memory.watcher <job_dir> --parent PID --interval 0.02 --ranks N --node K`. Runs until the
 job asks it to stop (rlhf_exp/jobdir.py) or the parent (the job) dies. A sampler thread inside a busy rank
-misses load peaks, so this process only samples. Each line is one sample, flushed as taken:
-  {"t", "node_used", "cgroup_usage", "ranks": {rank: {"pid", "rss", "rss_file", "pss_anon"}}, "gpu_used": [...]}
+misses load peaks, so this process only samples. Each line is one records.Sample, flushed as taken.
 Ranks are found from the `start` event each rank writes (pid, host) in events/. Its watchdog thread
 (memory/watchdog.py) polls the node figure faster, and stops the ranks before the kernel's OOM killer would.
 """
@@ -16,7 +15,6 @@ import signal
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 
@@ -24,6 +22,7 @@ from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
 from rlhf_exp.memory.watchdog import Watchdog
+from rlhf_exp.records import Event, RankSample, Sample, SamplesHeader, json_line
 
 
 class RankFinder:
@@ -52,34 +51,24 @@ class RankFinder:
         for path in self.events_dir.glob("rank*.jsonl"):
             try:
                 with open(path) as fh:
-                    first = json.loads(fh.readline())
+                    first = Event.from_json(json.loads(fh.readline()))
             except (OSError, json.JSONDecodeError):
                 continue  # being written: next scan
-            if first.get("event") == "start" and first.get("host") == self.host and psutil.pid_exists(first["pid"]):
-                found[first["rank"]] = first["pid"]
+            if first.event == "start" and first.host == self.host and psutil.pid_exists(first.pid):
+                found[first.rank] = first.pid
         return found
 
 
-def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> dict[str, Any]:
-    sample: dict[str, Any] = {"t": time.time(), "node_used": kernel.node_used_bytes()}
-    usage = cgroup.usage_bytes()
-    if usage is not None:
-        sample["cgroup_usage"] = usage
-    ranks: dict[str, dict[str, int]] = {}
+def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> Sample:
+    t, node_used = time.time(), kernel.node_used_bytes()
+    ranks: dict[int, RankSample] = {}
     for rank, pid in finder.ranks().items():
         status = kernel.process_status(pid)
-        smaps = kernel.process_smaps(pid)
         if status:
-            ranks[str(rank)] = {
-                "pid": pid,
-                "rss": status.get("VmRSS", 0),
-                "rss_file": status.get("RssFile", 0),
-                "pss_anon": smaps.get("Pss_Anon", 0),
-            }
-    sample["ranks"] = ranks
-    if nvml.handles:
-        sample["gpu_used"] = nvml.all_used_bytes()
-    return sample
+            pss_anon = kernel.process_smaps(pid).get("Pss_Anon", 0)
+            ranks[rank] = RankSample(pid, status.get("VmRSS", 0), status.get("RssFile", 0), pss_anon)
+    gpu_used = tuple(nvml.all_used_bytes()) if nvml.handles else ()
+    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used)
 
 
 def watch(
@@ -96,11 +85,11 @@ def watch(
     watchdog.start()
     try:
         with open(job_dir.samples_file(node), "a", buffering=1) as out:
-            out.write(json.dumps({"header": True, "cgroup": cgroup.describe(), "interval_s": interval}) + "\n")
+            out.write(json_line(SamplesHeader(cgroup.describe(), interval)))
             while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
-                out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+                out.write(json_line(take_sample(finder, cgroup, nvml)))
                 time.sleep(interval)
-            out.write(json.dumps(take_sample(finder, cgroup, nvml)) + "\n")
+            out.write(json_line(take_sample(finder, cgroup, nvml)))
     finally:
         job_dir.write_watchdog(node, watchdog.finish().to_json())
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlhf_exp.config.stages import DIST_INIT
+from rlhf_exp.plan.terms import plan_stages
 
 # host (rank and node): |measured - planned| <= max(HOST_REL_TOL x measured, HOST_ABS_TOL_GIB); README states the same
 HOST_REL_TOL = 0.10
@@ -40,7 +41,7 @@ def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[st
 
     `node_noise_gib`: what the rest of the machine moved the node's used memory by during the job, measured beside
     it (tests/node_noise.py); a node figure takes it in, so a CPU run's node check allows it on top."""
-    plan = {st["stage"]: st for st in (result.get("plan") or {}).get("stages", [])}
+    plan = {st.stage: st for st in plan_stages(result.get("plan"))}
     rows = {row["stage"]: row for row in result["stages"]}
     after_dist = [name for name in rows if name != DIST_INIT]
     if not plan or not after_dist:
@@ -51,29 +52,29 @@ def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[st
     before = 0.0  # the previous stage's planned node peak
     for name, planned in plan.items():
         row = rows.get(name)
-        before, previous = planned["node_peak_gib"], before
+        before, previous = planned.node_peak_gib, before
         if name == DIST_INIT or row is None or row["status"] != "ok":
             continue
         rise = max(r["peak_rss_gib"] - base[r["rank"]] for r in row["per_rank"])
         gpu = row.get("gpu_cuda_peak_allocated_gib") if result.get("device") == "cuda" else None
         device = row.get("gpu_nvml_peak_gib") if one_rank_per_gpu else None
         node = row.get("node_peak_gib")
-        checks = [host_within(rise, planned["rank_rise_gib"]), gpu_within(gpu, planned["gpu_rank_gib"])]
+        checks = [host_within(rise, planned.rank_rise_gib), gpu_within(gpu, planned.gpu_rank_gib)]
         if node is not None and result.get("device") == "cuda":
-            checks.append(host_within(node, planned["node_peak_gib"]))
+            checks.append(host_within(node, planned.node_peak_gib))
         elif node is not None:  # CPU runs: one way, never under-planned; what the stage before freed may linger
-            bound = max(planned["node_peak_gib"], previous)
+            bound = max(planned.node_peak_gib, previous)
             checks.append(node <= bound + max(HOST_REL_TOL * node, HOST_ABS_TOL_GIB) + node_noise_gib)
         out.append(
             {
                 "stage": name,
-                "rank_rise_planned": planned["rank_rise_gib"],
+                "rank_rise_planned": planned.rank_rise_gib,
                 "rank_rise_measured": round(rise, 4),
-                "node_planned": planned["node_peak_gib"],
+                "node_planned": planned.node_peak_gib,
                 "node_measured": node,
-                "gpu_planned": planned["gpu_rank_gib"],
+                "gpu_planned": planned.gpu_rank_gib,
                 "gpu_measured": gpu,
-                "gpu_device_planned": planned.get("gpu_device_gib"),
+                "gpu_device_planned": planned.gpu_device_gib,
                 "gpu_device_measured": device,
                 "ok": all(checks),
             }

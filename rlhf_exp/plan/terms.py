@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -85,6 +85,12 @@ class StagePlan:
     node_peak_gib: float  # node-wide peak above the level before ranks started
     gpu_rank_gib: float  # a rank's peak GPU memory allocated by torch (0 on CPU)
     gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
+
+
+def plan_stages(plan: dict[str, Any] | None) -> list[StagePlan]:
+    """The stage rows of a stored plan (plan.json, result.json's `plan`), typed; keys a newer plan added are left."""
+    names = {f.name for f in fields(StagePlan)}
+    return [StagePlan(**{k: v for k, v in st.items() if k in names}) for st in (plan or {}).get("stages", [])]
 
 
 @dataclass

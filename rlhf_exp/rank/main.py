@@ -82,7 +82,7 @@ def main(path: Path) -> None:
     device, gpu_index = rank_device(spec.device, node_local_rank())
     torch.manual_seed(settings.seed)
     recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault)
-    recorder.write({"event": "start", "host": socket.gethostname(), "local_rank": node_local_rank()})
+    recorder.write("start", host=socket.gethostname(), local_rank=node_local_rank())
     skip_unused_shm_op()
     # The ~400k objects of the imports above live as long as the rank: keep the collector from walking them again.
     # DeepSpeed calls gc.collect() in every BF16_Optimizer (see_memory_usage(force=True)), twice per engine.
@@ -96,7 +96,7 @@ def main(path: Path) -> None:
         if settings.verify_weights:
             for role, engine in engines.items():
                 record_weight_digests(engine, recorder, f"{role}.after_ppo")
-    recorder.write({"event": "done"})
+    recorder.write("done")
     recorder.close()
     torch.distributed.barrier()  # every rank has written `done` before anyone reads the records
     torch.distributed.destroy_process_group()

@@ -7,7 +7,6 @@ back. A stage that raises writes an `error` event with the traceback before the 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -23,6 +22,7 @@ import torch.distributed as dist
 from rlhf_exp.config.schema import FaultSettings
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import gpu, kernel
+from rlhf_exp.records import Event, EventKind, RankMemoryNow, json_line
 
 TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
 
@@ -41,40 +41,39 @@ class StageRecorder:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = open(path, "a", buffering=1)  # line-buffered: a killed rank keeps every event
 
-    def write(self, event: dict[str, Any]) -> None:
-        self._fh.write(json.dumps({"rank": self.rank, "pid": os.getpid(), "t": time.time(), **event}) + "\n")
+    def write(self, kind: EventKind, stage: str | None = None, **fields: Any) -> None:
+        """Append one event (records.Event) and flush it: a rank killed next keeps it."""
+        event = Event(rank=self.rank, pid=os.getpid(), t=time.time(), event=kind, stage=stage, **fields)
+        self._fh.write(json_line(event))
         self._fh.flush()
 
-    def memory(self) -> dict[str, Any]:
+    def memory(self) -> RankMemoryNow:
         """This rank's memory now: kernel figures in bytes, plus CUDA/NVML where a GPU is used."""
         status = kernel.process_status()
         smaps = kernel.process_smaps()
-        mem: dict[str, Any] = {
-            "vmhwm": status.get("VmHWM", 0),
-            "rss": status.get("VmRSS", 0),
-            "pss_anon": smaps.get("Pss_Anon", 0),
-            "uss": kernel.uss_bytes(smaps),
-            "rss_file": status.get("RssFile", 0),
-            "rchar": kernel.read_chars(),
-        }
-        mem.update(gpu.cuda_stats(self.device))
-        if self.nvml is not None and self.nvml_index is not None:
-            mem["nvml_used"] = self.nvml.used_bytes(self.nvml_index)
-        return mem
+        nvml_used = self.nvml.used_bytes(self.nvml_index) if self.nvml is not None and self.nvml_index is not None else None
+        return RankMemoryNow(
+            vmhwm=status.get("VmHWM", 0),
+            rss=status.get("VmRSS", 0),
+            pss_anon=smaps.get("Pss_Anon", 0),
+            uss=kernel.uss_bytes(smaps),
+            rss_file=status.get("RssFile", 0),
+            rchar=kernel.read_chars(),
+            nvml_used=nvml_used,
+            **gpu.cuda_stats(self.device),
+        )
 
-    def _write_error(self, stage: str, exc: BaseException, **facts: Any) -> None:
+    def _write_error(self, stage: str, exc: BaseException, waiting: bool = False) -> None:
         message = f"{type(exc).__name__}: {exc}"
         self.write(
-            {
-                "stage": stage,
-                "event": "error",
-                "error": message[:2000],
-                # a collective that timed out names the rank that waited, not the one that hung
-                "timeout": bool(TIMEOUT_RE.search(message)),
-                **facts,
-                "traceback": traceback.format_exc()[-8000:],
-                **self.memory(),
-            }
+            "error",
+            stage,
+            error=message[:2000],
+            # a collective that timed out names the rank that waited, not the one that hung
+            timeout=bool(TIMEOUT_RE.search(message)),
+            waiting=waiting,
+            traceback=traceback.format_exc()[-8000:],
+            memory=self.memory(),
         )
 
     @contextmanager
@@ -92,7 +91,7 @@ class StageRecorder:
         kernel.reset_peak_rss()
         gpu.reset_cuda_peak(self.device)
         extra: dict[str, Any] = {}
-        self.write({"stage": name, "event": "begin", **self.memory()})
+        self.write("begin", name, memory=self.memory())
         start = time.perf_counter()
         try:
             self._inject_fault(name)
@@ -100,7 +99,7 @@ class StageRecorder:
         except BaseException as exc:
             self._write_error(name, exc)
             raise
-        self.write({"stage": name, "event": "end", "duration_s": time.perf_counter() - start, **extra, **self.memory()})
+        self.write("end", name, duration_s=time.perf_counter() - start, facts=extra, memory=self.memory())
 
     def _inject_fault(self, stage: str) -> None:
         f = self.fault

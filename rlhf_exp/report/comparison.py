@@ -6,6 +6,7 @@ from typing import Any
 
 from rlhf_exp.config.stages import is_load_stage
 from rlhf_exp.jobdir import Failure
+from rlhf_exp.plan.terms import plan_stages
 
 
 def engine_build_s(result: dict[str, Any]) -> float:
@@ -20,8 +21,7 @@ def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
     stages = result.get("stages", [])
     peak = max(stages, key=lambda s: s.get("node_peak_gib") or 0, default={})
     gpu = [s.get("gpu_cuda_peak_allocated_gib") for s in stages if s.get("gpu_cuda_peak_allocated_gib") is not None]
-    plan = result.get("plan") or {}
-    planned = max((st["node_peak_gib"] for st in plan.get("stages", [])), default=None)
+    planned = max((st.node_peak_gib for st in plan_stages(result.get("plan"))), default=None)
     failure = Failure.from_dict(result.get("failure"))
     return {
         "job": _job_name(result),

@@ -146,26 +146,26 @@ def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
 
 def timeline_figure(line: Timeline, title: str) -> plt.Figure:
     """Memory over time: host panel (node, ranks), GPU panel where GPUs were sampled; stage bands and lines."""
-    gpu = bool(line.gpu_used_gib)
+    gpu = bool(line.series.gpu_used_gib)
     fig, axes = plt.subplots(2 if gpu else 1, 1, figsize=(11, 6.5 if gpu else 4.6), sharex=True, squeeze=False)
     host = axes[0][0]
     colors = stage_colors([w.name for w in line.stages])
     for ax in (a[0] for a in axes):
         for w in line.stages:
             ax.axvspan(w.start_s, max(w.end_s, w.start_s + 1e-3), color=colors[w.name], alpha=0.18, lw=0)
-    host.plot(line.time_s, line.node_gib, color="black", lw=1.8, label="node used (above baseline)")
-    for rank, values in line.rank_pss_anon_gib.items():
-        host.plot(line.time_s, values, lw=1, label=f"rank {rank} Pss_Anon")
-    for rank, values in line.rank_rss_gib.items():
-        host.plot(line.time_s, values, lw=0.8, ls=":", label=f"rank {rank} RSS")
+    host.plot(line.series.time_s, line.series.node_gib, color="black", lw=1.8, label="node used (above baseline)")
+    for rank, values in line.series.rank_pss_anon_gib.items():
+        host.plot(line.series.time_s, values, lw=1, label=f"rank {rank} Pss_Anon")
+    for rank, values in line.series.rank_rss_gib.items():
+        host.plot(line.series.time_s, values, lw=0.8, ls=":", label=f"rank {rank} RSS")
     for w in line.stages:
         if w.planned_node_gib is not None:
             host.hlines(w.planned_node_gib, w.start_s, max(w.end_s, w.start_s + 1e-3), colors="tab:blue", linestyles="--", lw=1.2)
     if any(w.planned_node_gib is not None for w in line.stages):
         host.plot([], [], color="tab:blue", ls="--", label="planned node peak per stage")
-    if line.limit_gib is not None and line.limit_gib < 3 * max(line.node_gib + [0.1]):
+    if line.limit_gib is not None and line.limit_gib < 3 * max(line.series.node_gib + [0.1]):
         host.axhline(line.limit_gib, color="red", ls="-.", lw=1.2, label="watchdog limit")
-    top = max(line.node_gib + [v or 0 for vs in line.rank_rss_gib.values() for v in vs] + [0.1])
+    top = max(line.series.node_gib + [v or 0 for vs in line.series.rank_rss_gib.values() for v in vs] + [0.1])
     for w in line.stages:  # stage names along the top of the bands
         host.text(
             (w.start_s + w.end_s) / 2, top * 1.02, w.name, rotation=90, fontsize=6, ha="center", va="bottom", color=colors[w.name]
@@ -177,13 +177,13 @@ def timeline_figure(line: Timeline, title: str) -> plt.Figure:
             f"failed: {line.failure['stage']}", (line.failure["time_s"], top * 0.9), color="red", fontsize=8, ha="right"
         )
     host.set_ylabel("host GiB")
-    host.set_ylim(bottom=min(0.0, *line.node_gib), top=top * 1.35)
+    host.set_ylim(bottom=min(0.0, *line.series.node_gib), top=top * 1.35)
     host.legend(fontsize=7, loc="upper left", ncol=2)
     host.set_title(title)
     if gpu:
         ax = axes[1][0]
-        for index, values in line.gpu_used_gib.items():
-            ax.plot(line.time_s, values, lw=1.2, label=f"GPU {index} used (NVML)")
+        for index, values in line.series.gpu_used_gib.items():
+            ax.plot(line.series.time_s, values, lw=1.2, label=f"GPU {index} used (NVML)")
         ax.set_ylabel("GPU GiB")
         ax.legend(fontsize=7, loc="upper left")
     axes[-1][0].set_xlabel("seconds since the watcher's first sample")

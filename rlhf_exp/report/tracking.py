@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlhf_exp.config.units import GIB
 from rlhf_exp.jobdir import Failure
+from rlhf_exp.records import Sample
 from rlhf_exp.report.record import stage_columns, summary_key
+from rlhf_exp.report.series import sample_series
 from rlhf_exp.report.summary import load_time_s
 from rlhf_exp.report.timeline import build_timeline
 
@@ -24,7 +25,7 @@ TABLE_COLUMNS = ("stage", "status", *SUMMARY_KEYS)
 class Tracker(Protocol):
     def start(self, config: dict[str, Any], meta: dict[str, Any]) -> None: ...
 
-    def finish(self, result: dict[str, Any], samples: list[dict[str, Any]]) -> None: ...
+    def finish(self, result: dict[str, Any], samples: list[Sample]) -> None: ...
 
 
 class NullTracker:
@@ -33,7 +34,7 @@ class NullTracker:
     def start(self, config: dict[str, Any], meta: dict[str, Any]) -> None:
         pass
 
-    def finish(self, result: dict[str, Any], samples: list[dict[str, Any]]) -> None:
+    def finish(self, result: dict[str, Any], samples: list[Sample]) -> None:
         pass
 
 
@@ -52,21 +53,17 @@ def summary_of(result: dict[str, Any]) -> dict[str, Any]:
     return summary
 
 
-def series_of(samples: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """Watcher samples as W&B rows against seconds since the first sample (above that first baseline)."""
-    if not samples:
-        return []
-    t0, base = samples[0]["t"], samples[0]["node_used"]
+def series_of(samples: list[Sample]) -> list[dict[str, float]]:
+    """Watcher samples as W&B rows against seconds since the first sample (report/series.py)."""
+    series = sample_series(samples)
     rows = []
-    for s in samples:
-        row = {"time_s": s["t"] - t0, "host/node_used_gib": (s["node_used"] - base) / GIB}
-        if "cgroup_usage" in s:
-            row["host/cgroup_gib"] = s["cgroup_usage"] / GIB
-        for rank, r in s.get("ranks", {}).items():
-            row[f"rank{rank}/pss_anon_gib"] = r["pss_anon"] / GIB
-            row[f"rank{rank}/rss_gib"] = r["rss"] / GIB
-        for i, used in enumerate(s.get("gpu_used", [])):
-            row[f"gpu{i}/nvml_used_gib"] = used / GIB
+    for i, time_s in enumerate(series.time_s):
+        row = {"time_s": time_s, "host/node_used_gib": series.node_gib[i]}
+        if series.cgroup_gib[i] is not None:
+            row["host/cgroup_gib"] = series.cgroup_gib[i]
+        for name, by_rank in (("pss_anon_gib", series.rank_pss_anon_gib), ("rss_gib", series.rank_rss_gib)):
+            row.update({f"rank{rank}/{name}": values[i] for rank, values in by_rank.items() if values[i] is not None})
+        row.update({f"gpu{gpu}/nvml_used_gib": values[i] for gpu, values in series.gpu_used_gib.items()})
         rows.append(row)
     return rows
 
@@ -95,7 +92,7 @@ class WandbTracker:
         self.run.define_metric("time_s")
         self.run.define_metric("*", step_metric="time_s")
 
-    def finish(self, result: dict[str, Any], samples: list[dict[str, Any]]) -> None:
+    def finish(self, result: dict[str, Any], samples: list[Sample]) -> None:
         import wandb
 
         for row in series_of(samples):
@@ -119,9 +116,10 @@ class WandbTracker:
         windows = wandb.Table(columns=["stage", "start_s", "end_s", "status", "planned_node_gib"])
         for w in line.stages:
             windows.add_data(w.name, w.start_s, w.end_s, w.status, w.planned_node_gib)
-        keys = ["node used", *(f"rank {r} Pss_Anon" for r in line.rank_pss_anon_gib)]
-        ys = [line.node_gib, *([v or 0.0 for v in vs] for vs in line.rank_pss_anon_gib.values())]
-        chart = wandb.plot.line_series(xs=line.time_s, ys=ys, keys=keys, title="host memory over time (GiB)", xname="time_s")
+        series = line.series
+        keys = ["node used", *(f"rank {r} Pss_Anon" for r in series.rank_pss_anon_gib)]
+        ys = [series.node_gib, *([v or 0.0 for v in vs] for vs in series.rank_pss_anon_gib.values())]
+        chart = wandb.plot.line_series(xs=series.time_s, ys=ys, keys=keys, title="host memory over time (GiB)", xname="time_s")
         self.run.log({"timeline/stages": windows, "timeline/host_memory": chart})
         if line.failure:
             self.run.summary.update({"timeline/failure_time_s": line.failure["time_s"]})

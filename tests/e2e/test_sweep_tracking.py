@@ -93,7 +93,7 @@ def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path
     line = build_timeline(results[0])
     assert [w.name for w in line.stages] == [s["stage"] for s in results[0]["stages"]]
     assert all(w.planned_node_gib is not None for w in line.stages if w.name != "dist_init" and not w.name.startswith("ppo"))
-    assert line.limit_gib is not None and line.failure is None and len(line.rank_rss_gib) == results[0]["gpus"]
+    assert line.limit_gib is not None and line.failure is None and len(line.series.rank_rss_gib) == results[0]["gpus"]
 
 
 def test_the_console_is_quiet_and_informative(sweep_console: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlhf_exp.config.units import GIB
+from rlhf_exp.records import Event, Events, Sample
 
 
 def mem(rss_gib: float, vmhwm_gib: float | None = None, pss_gib: float | None = None) -> dict[str, int]:
@@ -35,3 +36,12 @@ def sample(t: float, node_gib: float, ranks: dict[int, float] | None = None) -> 
             for r, g in (ranks or {}).items()
         },
     }
+
+
+def typed(events: dict[int, list[dict[str, Any]]]) -> Events:
+    """Events as JobDir.read_events gives them: each line read through records.Event."""
+    return {r: [Event.from_json(ev) for ev in evs] for r, evs in events.items()}
+
+
+def typed_samples(samples: list[dict[str, Any]]) -> list[Sample]:
+    return [Sample.from_json(s) for s in samples]

@@ -12,6 +12,7 @@ PACKAGE = Path(rlhf_exp.__file__).parent
 LAYERS = {
     "config": 0,  # settings, torch-free
     "jobdir": 1,  # the job directory's files
+    "records": 1,  # the shapes of its events and samples
     "checkpoints": 1,
     "memory": 2,  # kernel and GPU figures, the watcher and its watchdog
     "loaders": 3,
@@ -47,7 +48,7 @@ def layer(module: str) -> int:
 
 def test_every_package_has_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
-    assert packages | {"jobdir", "__main__"} == set(LAYERS)
+    assert packages | {"jobdir", "records", "__main__"} == set(LAYERS)
 
 
 def test_no_import_points_up() -> None:

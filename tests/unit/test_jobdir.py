@@ -8,6 +8,7 @@ import pytest
 from conftest import compose_settings
 
 from rlhf_exp.jobdir import JobDir, JobSpec
+from rlhf_exp.records import Sample
 
 
 def spec(run_id: str) -> JobSpec:
@@ -52,4 +53,4 @@ def test_clear_removes_a_runs_records_and_nothing_else(tmp_path: Path) -> None:
 def test_torn_lines_are_skipped(tmp_path: Path) -> None:
     job_dir = JobDir(tmp_path)
     job_dir.samples_file().write_text('{"header": true}\n{"t": 1, "node_used": 5}\n{"t": 2, "node_us')
-    assert job_dir.read_samples() == [{"t": 1, "node_used": 5}]
+    assert job_dir.read_samples() == [Sample(t=1, node_used=5)]

@@ -18,10 +18,10 @@ def cpu_result(load_node: float, init_node: float) -> dict[str, Any]:
             "per_rank": [{"rank": 0, "rss_begin_gib": 0.4, "peak_rss_gib": peak}],
         }
 
-    plan = [
-        {"stage": "dist_init", "rank_rise_gib": 0.0, "node_peak_gib": 0.3, "gpu_rank_gib": 0.0},
-        {"stage": "actor.load", "rank_rise_gib": 0.8, "node_peak_gib": 2.1, "gpu_rank_gib": 0.0},
-        {"stage": "actor.init", "rank_rise_gib": 0.45, "node_peak_gib": 1.4, "gpu_rank_gib": 0.0},
+    plan = [  # StagePlan rows (rank_peak_gib: the rise above the rank's 0.4 GiB base)
+        {"stage": "dist_init", "rank_peak_gib": 0.4, "rank_rise_gib": 0.0, "node_peak_gib": 0.3, "gpu_rank_gib": 0.0},
+        {"stage": "actor.load", "rank_peak_gib": 1.2, "rank_rise_gib": 0.8, "node_peak_gib": 2.1, "gpu_rank_gib": 0.0},
+        {"stage": "actor.init", "rank_peak_gib": 0.85, "rank_rise_gib": 0.45, "node_peak_gib": 1.4, "gpu_rank_gib": 0.0},
     ]
     stages = [row("dist_init", 0.3, 0.4), row("actor.load", load_node, 1.2), row("actor.init", init_node, 0.85)]
     return {"device": "cpu", "plan": {"stages": plan}, "stages": stages}

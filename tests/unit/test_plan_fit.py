@@ -82,7 +82,8 @@ def test_the_console_verdict_shows_the_gpu_figure_the_fit_check_compares() -> No
     """The device's figure (allocations, allocator reserve, CUDA context) times the ranks sharing each GPU."""
     from rlhf_exp.job.prepare import plan_verdict
 
-    stage = {"node_peak_gib": 1.0, "gpu_device_gib": 16.7, "gpu_rank_gib": 13.6}
+    stage = {"stage": "ppo1.train_actor", "rank_peak_gib": 3.0, "rank_rise_gib": 2.0, "node_peak_gib": 1.0}
+    stage |= {"gpu_device_gib": 16.7, "gpu_rank_gib": 13.6}
     plan = {"loader": "direct", "stages": [stage], "capacity_host_gib": 111.7, "capacity_gpu_gib": 140.4, "fits": True}
     shared = plan_verdict({**plan, "machine": {"ranks_per_gpu": 2}, "first_misfit": None})
     expected = "plan: loader=direct, node peak 1.00 GiB of 111.7 GiB usable, GPU 33.40 GiB of 140.4 GiB per GPU (2 ranks)"

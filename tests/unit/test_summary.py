@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from synthetic import event, mem, sample, start
+from synthetic import event, mem, sample, start, typed, typed_samples
 
 from rlhf_exp.report.record import COLUMN, stage_columns, summary_key
 from rlhf_exp.report.summary import load_time_s, summarize_records
@@ -35,7 +35,7 @@ def two_rank_job() -> tuple[dict, list]:
 
 def test_a_stage_spans_first_begin_to_last_end_above_the_baseline() -> None:
     events, samples = two_rank_job()
-    summary = summarize_records(events, samples)
+    summary = summarize_records(typed(events), typed_samples(samples))
     assert [row["stage"] for row in summary["stages"]] == ["dist_init", "actor.load"]
     load = summary["stages"][1]
     assert load["status"] == "ok" and load["ranks_begun"] == load["ranks_done"] == 2
@@ -53,7 +53,7 @@ def test_a_stage_spans_first_begin_to_last_end_above_the_baseline() -> None:
 def test_a_rank_that_died_in_a_stage_is_sized_from_the_watcher_and_the_stage_is_incomplete() -> None:
     events, samples = two_rank_job()
     events[1] = events[1][:-1]  # rank 1 never ended actor.load
-    load = summarize_records(events, samples)["stages"][1]
+    load = summarize_records(typed(events), typed_samples(samples))["stages"][1]
     assert load["status"] == "incomplete" and load["ranks_done"] == 1
     dead = load["per_rank"][1]
     assert dead["duration_s"] is None and dead["peak_rss_gib"] == 2.5  # largest RSS the watcher saw
@@ -62,12 +62,12 @@ def test_a_rank_that_died_in_a_stage_is_sized_from_the_watcher_and_the_stage_is_
 def test_an_error_event_fails_the_stage() -> None:
     events, samples = two_rank_job()
     events[1][-1] = {**events[1][-1], "event": "error", "error": "RuntimeError: boom"}
-    assert summarize_records(events, samples)["stages"][1]["status"] == "failed"
+    assert summarize_records(typed(events), typed_samples(samples))["stages"][1]["status"] == "failed"
 
 
 def test_no_samples_gives_no_stages() -> None:
     events, _ = two_rank_job()
-    assert summarize_records(events, []) == {"stages": [], "baseline": {}}
+    assert summarize_records(typed(events), []) == {"stages": [], "baseline": {}}
 
 
 def test_the_table_the_tracker_and_the_report_read_their_columns_from_the_record() -> None:
@@ -75,7 +75,7 @@ def test_the_table_the_tracker_and_the_report_read_their_columns_from_the_record
     assert SUMMARY_KEYS == tuple(c.key for c in stage_columns(summary=True))
     assert COLUMN["node_peak_gib"].header == "node Δ GiB"
     events, samples = two_rank_job()
-    result = {"status": "completed", **summarize_records(events, samples)}
+    result = {"status": "completed", **summarize_records(typed(events), typed_samples(samples))}
     summary = summary_of(result)
     assert summary[summary_key("actor.load", "node_peak_gib")] == 4.5
     assert summary["load_time_s"] == pytest.approx(3.0)

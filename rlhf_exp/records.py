@@ -1,0 +1,145 @@
+"""The shapes of the lines a job's processes append to its directory (jobdir.py names the files): the ranks' stage
+events and the watcher's samples. Written and read only through these classes; a line on disk is the flat JSON of
+`to_json`, so files of earlier runs read the same.
+
+Light on imports (stdlib only): the watcher and every rank import it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+EventKind = Literal["start", "begin", "end", "error", "done"]
+STAGE_CLOSE: tuple[EventKind, ...] = ("end", "error")  # the events that close a stage on a rank
+
+
+@dataclass(frozen=True)
+class RankMemoryNow:
+    """A rank's memory at one event, in bytes: the kernel's figures, and torch.cuda's and NVML's where a GPU is used."""
+
+    vmhwm: int = 0  # VmHWM: the peak RSS since the stage's reset
+    rss: int = 0
+    pss_anon: int = 0
+    uss: int = 0
+    rss_file: int = 0
+    rchar: int = 0  # bytes read by read() syscalls so far
+    cuda_allocated: int | None = None
+    cuda_reserved: int | None = None
+    cuda_peak_allocated: int | None = None
+    cuda_peak_reserved: int | None = None
+    nvml_used: int | None = None
+
+
+MEMORY_KEYS = tuple(f.name for f in fields(RankMemoryNow))
+
+
+@dataclass(frozen=True)
+class Event:
+    """One line of events/rank<N>.jsonl. `start` (pid, host) first, then per stage `begin` and `end` (or `error`),
+    and `done` after the last stage."""
+
+    rank: int
+    pid: int
+    t: float  # time.time()
+    event: EventKind
+    stage: str | None = None
+    memory: RankMemoryNow | None = None  # begin, end, error
+    duration_s: float | None = None  # end
+    facts: dict[str, Any] = field(default_factory=dict)  # what a stage reports about itself (end), or an error's
+    host: str | None = None  # start: the host, for the watcher to find this node's ranks
+    local_rank: int | None = None  # start
+    error: str | None = None  # error: "Type: message"
+    timeout: bool = False  # error: a collective timed out (the rank waited; another one hung)
+    waiting: bool = False  # error: raised in the stage's opening barrier
+    traceback: str | None = None  # error
+
+    @property
+    def closes_stage(self) -> bool:
+        return self.event in STAGE_CLOSE
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rank": self.rank, "pid": self.pid, "t": self.t, "event": self.event}
+        for name in ("stage", "duration_s", "host", "local_rank", "error", "traceback"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.event == "error":
+            out.update(timeout=self.timeout, waiting=self.waiting)
+        out.update(self.facts)
+        if self.memory is not None:
+            out.update({k: v for k, v in asdict(self.memory).items() if v is not None})
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        own = {f.name for f in fields(cls)} - {"memory", "facts"}
+        memory = {k: data[k] for k in MEMORY_KEYS if k in data}
+        return cls(
+            **{k: data[k] for k in own if k in data},
+            memory=RankMemoryNow(**memory) if memory else None,
+            facts={k: v for k, v in data.items() if k not in own and k not in MEMORY_KEYS},
+        )
+
+
+Events = dict[int, list[Event]]  # every rank's events, by rank (JobDir.read_events)
+
+
+@dataclass(frozen=True)
+class RankSample:
+    """One rank's figures in a watcher sample (bytes)."""
+
+    pid: int
+    rss: int
+    rss_file: int
+    pss_anon: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One line of samples.jsonl: the node's used memory (MemTotal - MemAvailable), the job's cgroup where it has one,
+    this node's ranks and NVML's used memory per GPU, at time t."""
+
+    t: float
+    node_used: int
+    ranks: dict[int, RankSample] = field(default_factory=dict)
+    cgroup_usage: int | None = None
+    gpu_used: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"t": self.t, "node_used": self.node_used}
+        if self.cgroup_usage is not None:
+            out["cgroup_usage"] = self.cgroup_usage
+        out["ranks"] = {str(r): asdict(figures) for r, figures in self.ranks.items()}
+        if self.gpu_used:
+            out["gpu_used"] = list(self.gpu_used)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Sample:
+        return cls(
+            t=data["t"],
+            node_used=data["node_used"],
+            ranks={int(r): RankSample(**figures) for r, figures in data.get("ranks", {}).items()},
+            cgroup_usage=data.get("cgroup_usage"),
+            gpu_used=tuple(data.get("gpu_used", ())),
+        )
+
+
+@dataclass(frozen=True)
+class SamplesHeader:
+    """The first line of samples.jsonl: how the watcher samples."""
+
+    cgroup: str
+    interval_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"header": True, "cgroup": self.cgroup, "interval_s": self.interval_s}
+
+
+def json_line(record: Event | Sample | SamplesHeader) -> str:
+    return json.dumps(record.to_json()) + "\n"
+
+
+def is_header(data: dict[str, Any]) -> bool:
+    return "header" in data
