@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlhf_exp.config.stages import DIST_INIT
-from rlhf_exp.plan.terms import plan_stages
+from rlhf_exp.plan.terms import COMPARED, plan_stages
 
 # host (rank and node): |measured - planned| <= max(HOST_REL_TOL x measured, HOST_ABS_TOL_GIB); README states the same
 HOST_REL_TOL = 0.10
@@ -37,7 +37,8 @@ def gpu_within(measured: float | None, planned: float) -> bool:
 
 
 def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[str, Any]]:
-    """One row per planned stage that was measured: planned and measured rank rise, node peak and GPU (GiB).
+    """One row per planned stage that was measured: planned and measured rank rise, node peak and GPU (GiB), checked
+    against the tolerance; and every other figure the plan declares `compared` (terms.py), shown beside its measure.
 
     `node_noise_gib`: what the rest of the machine moved the node's used memory by during the job, measured beside
     it (tests/node_noise.py); a node figure takes it in, so a CPU run's node check allows it on top."""
@@ -76,6 +77,8 @@ def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[st
                 "gpu_measured": gpu,
                 "gpu_device_planned": planned.gpu_device_gib,
                 "gpu_device_measured": device,
+                **{f"{name}_planned": getattr(planned, name) for name in COMPARED},
+                **{f"{name}_measured": row.get(key) for name, (key, _) in COMPARED.items()},
                 "ok": all(checks),
             }
         )

@@ -77,6 +77,11 @@ class RankMemory:
         )
 
 
+def compared(measured_key: str, label: str) -> Any:
+    """A planned figure that reports show beside the stage record's `measured_key` (plan/compare.py pairs them)."""
+    return field(default=0.0, metadata={"measured": measured_key, "label": label})
+
+
 @dataclass
 class StagePlan:
     stage: str
@@ -85,6 +90,10 @@ class StagePlan:
     node_peak_gib: float  # node-wide peak above the level before ranks started
     gpu_rank_gib: float  # a rank's peak GPU memory allocated by torch (0 on CPU)
     gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
+
+
+# planned figure -> (the stage record's field it is shown against (report/record.py declares those), its label)
+COMPARED = {f.name: (f.metadata["measured"], f.metadata["label"]) for f in fields(StagePlan) if "measured" in f.metadata}
 
 
 def plan_stages(plan: dict[str, Any] | None) -> list[StagePlan]:

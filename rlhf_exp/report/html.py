@@ -28,6 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from rlhf_exp.jobdir import RESULT, Failure  # noqa: E402
 from rlhf_exp.plan.compare import compare  # noqa: E402
+from rlhf_exp.plan.terms import COMPARED  # noqa: E402
 from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt  # noqa: E402
 from rlhf_exp.report.record import COLUMN  # noqa: E402
 from rlhf_exp.report.summary import load_time_s  # noqa: E402
@@ -217,6 +218,8 @@ def job_section(result: dict[str, Any], index: int) -> str:
         columns += [("rank_rise_planned", "rank rise planned"), ("rank_rise_measured", "rank rise measured")]
         if any(c["gpu_measured"] is not None for c in compared):  # no GPU columns for a CPU run
             columns += [("gpu_planned", "GPU planned"), ("gpu_measured", "GPU measured")]
+        for name, (_, label) in COMPARED.items():
+            columns += [(f"{name}_planned", f"{label} planned"), (f"{name}_measured", f"{label} measured")]
         rows = [[fmt(c[key]) for key, _ in columns] for c in compared]
         parts.append("<h3>Plan vs measured (GiB)</h3>" + _table([h for _, h in columns], rows))
     return "".join(parts)

@@ -38,3 +38,13 @@ def test_a_cpu_stage_above_both_plans_is_under_planned() -> None:
     assert rows["actor.load"]["ok"] and not rows["actor.init"]["ok"]
     rows = {r["stage"]: r for r in compare(cpu_result(load_node=2.7, init_node=1.5))}
     assert not rows["actor.load"]["ok"] and rows["actor.init"]["ok"]
+
+
+def test_every_compared_plan_figure_names_a_measured_stage_field() -> None:
+    from dataclasses import fields
+
+    from rlhf_exp.plan.terms import COMPARED
+    from rlhf_exp.report.record import StageRecord
+
+    measured = {f.name for f in fields(StageRecord)}
+    assert all(key in measured for key, _ in COMPARED.values()), COMPARED
