@@ -242,5 +242,6 @@ def _add_stage(
             node_peak_gib=_gib(n * base.private + node),
             gpu_rank_gib=_gib(gpu),
             gpu_device_gib=_gpu_device(gpu, on_gpu),
+            rank_file_gib=_gib(base.rss - base.private + max(p.host_mapped for p in peaks)),
         )
     )

@@ -90,6 +90,8 @@ class StagePlan:
     node_peak_gib: float  # node-wide peak above the level before ranks started
     gpu_rank_gib: float  # a rank's peak GPU memory allocated by torch (0 on CPU)
     gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
+    # file pages in the largest rank's RSS: its libraries' (the base's shared part) and the checkpoint pages it mapped
+    rank_file_gib: float = compared("rank_rss_file_peak_max_gib", "rank RssFile")
 
 
 # planned figure -> (the stage record's field it is shown against (report/record.py declares those), its label)

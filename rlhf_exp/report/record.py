@@ -29,6 +29,7 @@ class RankRecord:
     pss_anon_peak_gib: float | None = measured("Pss_Anon peak", "GiB")
     uss_end_gib: float | None = measured("USS at end", "GiB")
     rss_file_rise_gib: float | None = measured("file pages mapped", "GiB")  # a memory-mapped checkpoint: who touched it
+    rss_file_peak_gib: float | None = measured("RssFile peak", "GiB")  # libraries' pages and the checkpoint's mapped
     read_gib: float | None = measured("read()", "GiB")  # bytes read by read() syscalls: a private copy
     cuda_allocated_gib: float | None = measured("CUDA allocated", "GiB")
     cuda_reserved_gib: float | None = measured("CUDA reserved", "GiB")
@@ -55,6 +56,7 @@ class StageRecord:
     rank_pss_anon_peak_max_gib: float | None = measured("rank Pss_Anon max", "GiB", table=True, summary=True)
     pss_anon_sum_peak_gib: float | None = measured("Σ Pss_Anon", "GiB", table=True, summary=True)
     rank_uss_end_max_gib: float | None = measured("rank USS", "GiB", table=True)
+    rank_rss_file_peak_max_gib: float | None = measured("rank RssFile max", "GiB")
     gpu_cuda_peak_allocated_gib: float | None = measured("GPU peak alloc", "GiB", table=True, summary=True)
     gpu_cuda_reserved_gib: float | None = measured("GPU reserved", "GiB", table=True, summary=True)
     gpu_nvml_used_gib: float | None = measured("NVML used", "GiB", table=True, summary=True)

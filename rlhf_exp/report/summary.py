@@ -42,6 +42,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
         pss_anon_peak_gib=gib(_max([*(r.pss_anon for r in mine), last.pss_anon])),
         uss_end_gib=gib(last.uss),
         rss_file_rise_gib=gib(_max([r.rss_file for r in mine] + [last.rss_file]) - first.rss_file),
+        rss_file_peak_gib=gib(_max([r.rss_file for r in mine] + [last.rss_file])),
         read_gib=gib(last.rchar - first.rchar),
     )
     for key in RANK_GPU_FIGURES:
@@ -81,6 +82,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         rank_pss_anon_peak_max_gib=_max([r.pss_anon_peak_gib for r in ranks]),
         pss_anon_sum_peak_gib=gib(_max([*pss_sums, sum(ev.memory.pss_anon for ev in window.closes.values() if ev.memory)])),
         rank_uss_end_max_gib=_max([r.uss_end_gib for r in ranks]),
+        rank_rss_file_peak_max_gib=_max([r.rss_file_peak_gib for r in ranks]),
         gpu_cuda_peak_allocated_gib=_max([r.cuda_peak_allocated_gib for r in ranks]),
         gpu_cuda_reserved_gib=_max([r.cuda_reserved_gib for r in ranks]),
         gpu_nvml_used_gib=_max([r.nvml_used_gib for r in ranks]),
