@@ -80,10 +80,11 @@ def make_placeholders(root: Path, cache: Path) -> dict[str, Path]:
     return made
 
 
-def run_cli(overrides: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={cwd}/run", *overrides.split()]
+def run_cli(overrides: str, cwd: Path, cache: Path, case: int = 0) -> subprocess.CompletedProcess:
+    # a dir of its own per case: cases run two at a time, and a refused run removes its dir (it leaves nothing)
+    cmd = [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={cwd}/run{case}", *overrides.split()]
     if "-m" in cmd[3:]:
-        cmd[3] = f"hydra.sweep.dir={cwd}/sweep"
+        cmd[3] = f"hydra.sweep.dir={cwd}/sweep{case}"
     if "hydra.run.dir=" in overrides:
         cmd.pop(3)
     return subprocess.run(cmd, cwd=cwd, env=app_env(cache), capture_output=True, text=True, timeout=300)
@@ -105,7 +106,7 @@ def test_every_bad_input_in_the_readme_gets_its_one_line_error(
         cases.append((overrides, expected))
     assert len(cases) >= 20
     with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = list(pool.map(lambda case: run_cli(case[0], tmp_path, ckpt_cache), cases))
+        procs = list(pool.map(lambda i: run_cli(cases[i][0], tmp_path, ckpt_cache, i), range(len(cases))))
     for (overrides, expected), proc in zip(cases, procs, strict=True):
         lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
         got = lines[-1] if lines else ""
