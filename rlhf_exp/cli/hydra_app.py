@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 
 from rlhf_exp.config.compose import CONF_DIR, CONFIG_NAME
 from rlhf_exp.config.errors import ConfigError
-from rlhf_exp.config.schema import to_plain, validate
+from rlhf_exp.config.schema import settings_of, to_plain
 from rlhf_exp.job.interrupt import INTERRUPTED_EXIT
 from rlhf_exp.job.result import record_config_error
 from rlhf_exp.jobdir import JobDir
@@ -37,8 +37,10 @@ def hydra_app(cfg: DictConfig) -> str:
     hydra_cfg = HydraConfig.get()
     job_dir = Path(hydra_cfg.runtime.output_dir)
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    config = None  # the composed config as plain data: resolved once, here, and passed down with the settings
     try:
-        validate(cfg)  # the schema first: a typo costs no torch import
+        config = to_plain(cfg)
+        settings = settings_of(config)  # the schema first: a typo costs no torch import
         from rlhf_exp.job.driver import run_job  # torch and friends: seconds to import
 
         labels = {
@@ -47,13 +49,13 @@ def hydra_app(cfg: DictConfig) -> str:
             "zero": hydra_cfg.runtime.choices.get("zero", "?"),
             "model": hydra_cfg.runtime.choices.get("model", "?"),
         }
-        tracker = make_tracker(cfg.wandb.mode, cfg.wandb.project, cfg.wandb.entity)
-        result = run_job(cfg, job_dir, tracker, labels, "hydra.sweep.dir" if multirun else "hydra.run.dir")
+        tracker = make_tracker(settings.wandb.mode, settings.wandb.project, settings.wandb.entity)
+        result = run_job(settings, config, job_dir, tracker, labels, "hydra.sweep.dir" if multirun else "hydra.run.dir")
     except ConfigError as err:
         if not multirun:
             fail_config(err, job_dir)
         print(f"error: {err}", file=sys.stderr)  # in a sweep the job is recorded as failed and the sweep goes on
-        record_config_error(JobDir(job_dir), err, plain_or_none(cfg))
+        record_config_error(JobDir(job_dir), err, config)
         return "failed"
     if result is None:
         return "node"  # a SLURM node other than the first: node 0 holds the result
@@ -63,10 +65,3 @@ def hydra_app(cfg: DictConfig) -> str:
     if result["status"] != "completed" and not multirun:
         sys.exit(1)  # in a sweep a failed job is recorded and the sweep goes on
     return result["status"]
-
-
-def plain_or_none(cfg: DictConfig) -> dict | None:
-    try:
-        return to_plain(cfg)
-    except ConfigError:
-        return None

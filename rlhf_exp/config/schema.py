@@ -281,7 +281,12 @@ def to_plain(cfg: DictConfig) -> dict[str, Any]:
 
 def validate(cfg: DictConfig) -> RunSettings:
     """Validate a composed config; raises ConfigError with a one-line message."""
+    return settings_of(to_plain(cfg))
+
+
+def settings_of(plain: dict[str, Any]) -> RunSettings:
+    """The typed settings of a config as plain data (to_plain), each role's ZeRO stage resolved; raises ConfigError."""
     try:
-        return RunSettings.model_validate(to_plain(cfg))
+        return RunSettings.model_validate(plain)
     except ValidationError as e:
         raise ConfigError(_format(e)) from None

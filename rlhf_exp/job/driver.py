@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
 from torch.distributed.elastic.multiprocessing.api import SignalException
 
-from rlhf_exp.config.schema import to_plain, validate
+from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.failure import LaunchOutcome
 from rlhf_exp.job.guard import JobGuard
@@ -33,14 +32,19 @@ from rlhf_exp.report.tracking import Tracker
 
 
 def run_job(
-    cfg: DictConfig, path: Path, tracker: Tracker, labels: dict[str, str] | None = None, dir_key: str = "hydra.run.dir"
+    settings: RunSettings,
+    config: dict[str, Any],
+    path: Path,
+    tracker: Tracker,
+    labels: dict[str, str] | None = None,
+    dir_key: str = "hydra.run.dir",
 ) -> dict[str, Any] | None:
     """One job on this node; returns the result on node 0 (None on the others).
 
+    `settings`: the validated config; `config`: the same as composed, plain (what result.json and resume compare).
     `labels`: group (the sweep), name (the job) and the chosen zero/model options, for the tracker; `dir_key`:
     the setting that named the job dir (for the one-line refusal to overwrite another config's result).
     Raises ConfigError (one line) before anything starts when a check fails."""
-    settings = validate(cfg)
     placement = placement_here(settings.gpus)
     job_dir = JobDir(path)
     if not placement.first:  # node 0 prepares; this node runs its share of the ranks
@@ -49,13 +53,12 @@ def run_job(
         if not outcome.ok:
             raise SystemExit(1)  # srun --kill-on-bad-exit then ends the other nodes' tasks
         return None
-    config = to_plain(cfg)
     previous = completed_result(job_dir, config) if settings.resume else None
     if previous:
         print(f"skipped: {path} holds a completed result of this config (resume=false runs it again)")
         return previous
     check_not_another_configs_result(job_dir, config, dir_key)
-    spec = prepare_job(cfg, job_dir, settings, placement.run_id)
+    spec = prepare_job(settings, config, job_dir, placement.run_id)
     print(plan_verdict(spec.plan))
     meta = {"group": "single", "name": path.name, "zero": "?", "model": "?", **job_meta(spec, job_dir), **(labels or {})}
     tracker.start(spec.config, meta)

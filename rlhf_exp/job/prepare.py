@@ -12,13 +12,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from rlhf_exp.checkpoints.checks import check_checkpoint
 from rlhf_exp.checkpoints.generate import existing_checkpoint, resolve_checkpoint
 from rlhf_exp.config.deepspeed import check_role_configs
 from rlhf_exp.config.roles import CHECKPOINT_KIND
-from rlhf_exp.config.schema import RunSettings, to_plain
+from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.device import resolve_device
 from rlhf_exp.jobdir import JobDir, JobSpec
@@ -85,7 +83,7 @@ def plan_verdict(plan: dict[str, Any]) -> str:
     return f"plan: loader={plan['loader']}, {room}: {verdict}"
 
 
-def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id: str) -> JobSpec:
+def prepare_job(settings: RunSettings, config: dict[str, Any], job_dir: JobDir, run_id: str) -> JobSpec:
     """Device, checkpoints, checks and plan, then (only then) a fresh job dir with plan.json and spec.json.
 
     Raises ConfigError (one line) on any check."""
@@ -100,7 +98,7 @@ def prepare_job(cfg: DictConfig, job_dir: JobDir, settings: RunSettings, run_id:
         settings, plan = plan_job(settings, device, checkpoints, requested=plan["requested_loader"])
     gc.collect()
     release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
-    spec = JobSpec(settings, plan, device, backend, checkpoints, to_plain(cfg), run_id)
+    spec = JobSpec(settings, plan, device, backend, checkpoints, config, run_id)
     job_dir.clear()
     job_dir.write_plan(plan)
     job_dir.write_spec(spec)

@@ -16,6 +16,7 @@ from transformers.initialization import no_init_weights
 
 from rlhf_exp.checkpoints.meta import model_class
 from rlhf_exp.config.roles import CheckpointKind
+from rlhf_exp.loaders.state_dict import assign_weights
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,10 @@ def uninitialised_model(request: LoadRequest, dtype: torch.dtype, on_meta: bool)
 def empty_model(request: LoadRequest) -> nn.Module:
     """The role's model in the engine dtype, its parameters on the meta device."""
     return uninitialised_model(request, request.dtype, on_meta=True)
+
+
+def model_of(request: LoadRequest, state: dict[str, torch.Tensor]) -> nn.Module:
+    """The role's model built on the meta device, `state`'s tensors (already on the rank's device) its weights."""
+    model = empty_model(request)
+    assign_weights(model, state)
+    return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it

@@ -16,7 +16,7 @@ from accelerate.utils import set_module_tensor_to_device
 from torch import nn
 
 from rlhf_exp.loaders.base import LoadRequest, empty_model, node_local_rank, node_world_size
-from rlhf_exp.loaders.pretrained import copy_twin, load_direct
+from rlhf_exp.loaders.direct import copy_twin, load_direct
 
 _node_group: dist.ProcessGroup | None = None
 

@@ -51,7 +51,7 @@ LOADERS: dict[str, LoaderSpec] = {
         LoaderSpec(
             "low_mem",
             "from_pretrained in the engine dtype: meta-device model, memory-mapped safetensors",
-            "rlhf_exp.loaders.pretrained:load_low_mem",
+            "rlhf_exp.loaders.low_mem:load_low_mem",
         ),
         LoaderSpec(
             "rank0_broadcast",
@@ -69,7 +69,7 @@ LOADERS: dict[str, LoaderSpec] = {
         LoaderSpec(
             "direct",
             "straight onto the rank's device: parallel pinned reads on a GPU (from_pretrained with device_map: fast_read=false)",
-            "rlhf_exp.loaders.pretrained:load_direct",
+            "rlhf_exp.loaders.direct:load_direct",
             copies_twin=True,
         ),
     )

@@ -71,7 +71,8 @@ def test_generation_is_deterministic(tmp_path: Path, checkpoints: dict[str, Path
 @pytest.mark.parametrize("preset", ["tiny", "tiny-qwen2", "tiny-gpt_neox"])  # untied, tied lm_head, renamed keys
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])  # converted from the fp16 file, and as stored
 def test_fast_read_gives_from_pretrained_weights_bit_for_bit(tmp_path_factory, preset: str, dtype: torch.dtype) -> None:
-    from rlhf_exp.loaders.pretrained import load_fast, load_low_mem
+    from rlhf_exp.loaders.direct import load_fast
+    from rlhf_exp.loaders.low_mem import load_low_mem
 
     ckpt = resolve_checkpoint(preset, None, "causal_lm", "fp16", str(tmp_path_factory.getbasetemp() / "fast"))
     # a 1000-byte chunk splits every weight across chunks and threads
@@ -100,7 +101,8 @@ def test_naive_zero_fill_keeps_random_init_weights(checkpoints: dict[str, Path])
 def test_copy_twin_gives_the_checkpoint_weights_from_a_lora_engine_model(tmp_path_factory, preset: str, kind: str) -> None:
     """ref/reward copied from actor/critic (LoRA injected, the critic inside RewardModel) equal a fresh read."""
     from rlhf_exp.config.schema import LoraSettings
-    from rlhf_exp.loaders.pretrained import copy_twin, load_low_mem
+    from rlhf_exp.loaders.direct import copy_twin
+    from rlhf_exp.loaders.low_mem import load_low_mem
     from rlhf_exp.rank.engine import base_model
     from rlhf_exp.rank.lora import apply_lora
 

@@ -1,36 +1,20 @@
-"""low_mem and direct: the low-memory loading paths, with no fp32 copy and no private read of the whole file.
-
-low_mem: transformers 5 from_pretrained with a dtype: the model is built on the meta device and filled from
-memory-mapped safetensors in the target dtype.
-direct: the weights go straight to the rank's device. On a GPU, by default (loader.fast_read), through
+"""direct: the weights go straight to the rank's device. On a GPU, by default (loader.fast_read), through
 checkpoints/fast_read.py: parallel reads into pinned buffers and host-to-device copies, with no mapping, so no
 file page enters the rank's RSS; loader.fast_read=false uses from_pretrained(device_map=device) instead (the
 library's path, kept for comparison: python -m bench run time-to-engine). Given a twin (loaders/twin.py: ref after the actor,
 reward after the critic), `direct` copies the twin's weights on the GPU instead of reading. On CPU ranks the host is
-the device and `direct` does what `low_mem` does (the shared, lazily read mapping keeps CPU ranks' memory low).
+the device and `direct` does what `low_mem` does (the shared, lazily read mapping keeps CPU ranks' memory low):
+no fp32 copy and no private read of the whole file.
 """
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from rlhf_exp.checkpoints.fast_read import read_safetensors
 from rlhf_exp.checkpoints.files import weight_files
 from rlhf_exp.checkpoints.meta import is_lora_weight, model_class
-from rlhf_exp.loaders.base import LoadRequest, empty_model
-from rlhf_exp.loaders.state_dict import assign_weights
-
-
-def load_low_mem(request: LoadRequest) -> nn.Module:
-    return model_class(request.kind).from_pretrained(request.checkpoint, dtype=request.dtype)
-
-
-def model_of(request: LoadRequest, state: dict[str, torch.Tensor]) -> nn.Module:
-    """The role's model built on the meta device, `state`'s tensors (already on the rank's device) its weights."""
-    model = empty_model(request)
-    assign_weights(model, state)
-    return model.to(request.device).eval()  # buffers follow; eval() as from_pretrained returns it
+from rlhf_exp.loaders.base import LoadRequest, model_of
 
 
 def load_fast(request: LoadRequest) -> nn.Module:
