@@ -61,3 +61,11 @@ def test_the_watcher_and_config_errors_stand_alone() -> None:
     edges = imports()
     assert not [b for a, b in edges if a.startswith("rlhf_exp.memory") and b.startswith("rlhf_exp.job.")]
     assert not [b for a, b in edges if a == "rlhf_exp.config.errors"]
+
+
+def test_the_readme_layout_names_every_module() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text()
+    layout = readme[readme.index("## Layout") :]
+    layout = layout[: layout.index("```", layout.index("```") + 3)]
+    unnamed = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" and p.name not in layout]
+    assert unnamed == []
