@@ -11,8 +11,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 
-def measured(label: str, unit: str, *, table: bool = False, summary: bool = False) -> Any:
-    """A field of the record: `label`/`unit` for people; `table`: a console column; `summary`: a W&B summary key."""
+def measured(label: str, unit: str, *, table: str = "", summary: bool = False) -> Any:
+    """A field of the record: `label`/`unit` for people; `table`: a console column, with what it means for the table's
+    legend; `summary`: a W&B summary key."""
     return field(default=None, metadata={"label": label, "unit": unit, "table": table, "summary": summary})
 
 
@@ -46,20 +47,44 @@ class StageRecord:
     status: str  # ok | failed | incomplete
     ranks_begun: int
     ranks_done: int
-    duration_s: float | None = measured("time", "s", table=True, summary=True)
+    duration_s: float | None = measured("time", "s", table="the stage's time on its slowest rank", summary=True)
     window_s: float | None = measured("window", "s")  # first rank's begin to last rank's end
     samples: int | None = measured("samples", "")
-    node_peak_gib: float | None = measured("node Δ", "GiB", table=True, summary=True)
-    node_rise_gib: float | None = measured("stage rise", "GiB", table=True, summary=True)  # peak minus the level at begin
-    cgroup_peak_gib: float | None = measured("cgroup Δ", "GiB", table=True, summary=True)
-    rank_peak_rss_max_gib: float | None = measured("rank VmHWM max", "GiB", table=True, summary=True)
-    rank_pss_anon_peak_max_gib: float | None = measured("rank Pss_Anon max", "GiB", table=True, summary=True)
-    pss_anon_sum_peak_gib: float | None = measured("Σ Pss_Anon", "GiB", table=True, summary=True)
-    rank_uss_end_max_gib: float | None = measured("rank USS", "GiB", table=True)
+    node_peak_gib: float | None = measured(
+        "node Δ",
+        "GiB",
+        table="the node's used memory (MemTotal - MemAvailable) at its peak, above the level before ranks started",
+        summary=True,
+    )
+    node_rise_gib: float | None = measured(
+        "stage rise", "GiB", table="the same peak above the level when the stage began", summary=True
+    )  # peak minus the level at begin
+    cgroup_peak_gib: float | None = measured(
+        "cgroup Δ", "GiB", table="the job's memory cgroup at its peak, above the level before ranks started", summary=True
+    )
+    rank_peak_rss_max_gib: float | None = measured(
+        "rank VmHWM max", "GiB", table="the largest rank's peak RSS (the kernel's VmHWM, reset at each stage)", summary=True
+    )
+    rank_pss_anon_peak_max_gib: float | None = measured(
+        "rank Pss_Anon max",
+        "GiB",
+        table="the largest rank's private memory (Pss_Anon: shared pages split among sharers)",
+        summary=True,
+    )
+    pss_anon_sum_peak_gib: float | None = measured(
+        "Σ Pss_Anon", "GiB", table="the ranks' Pss_Anon summed, at its peak", summary=True
+    )
+    rank_uss_end_max_gib: float | None = measured("rank USS", "GiB", table="the largest rank's unique memory at the stage's end")
     rank_rss_file_peak_max_gib: float | None = measured("rank RssFile max", "GiB")
-    gpu_cuda_peak_allocated_gib: float | None = measured("GPU peak alloc", "GiB", table=True, summary=True)
-    gpu_cuda_reserved_gib: float | None = measured("GPU reserved", "GiB", table=True, summary=True)
-    gpu_nvml_used_gib: float | None = measured("NVML used", "GiB", table=True, summary=True)
+    gpu_cuda_peak_allocated_gib: float | None = measured(
+        "GPU peak alloc", "GiB", table="torch's peak allocated GPU memory on the largest rank", summary=True
+    )
+    gpu_cuda_reserved_gib: float | None = measured(
+        "GPU reserved", "GiB", table="torch's caching allocator reserve on the largest rank", summary=True
+    )
+    gpu_nvml_used_gib: float | None = measured(
+        "NVML used", "GiB", table="the GPU's used memory as the driver (NVML) reports it, every process on it", summary=True
+    )
     gpu_nvml_peak_gib: float | None = measured("NVML peak (watcher)", "GiB")
     # what a stage reports about itself (rank 0's figures)
     params: int | None = measured("parameters", "")
@@ -113,6 +138,7 @@ class Column:
     key: str
     label: str
     unit: str
+    meaning: str = ""  # a console column's line in the table's legend
 
     @property
     def header(self) -> str:
@@ -122,7 +148,7 @@ class Column:
 def stage_columns(*, table: bool = False, summary: bool = False) -> list[Column]:
     """The measured stage fields a consumer shows: console table columns, or W&B summary keys."""
     return [
-        Column(f.name, f.metadata["label"], f.metadata["unit"])
+        Column(f.name, f.metadata["label"], f.metadata["unit"], f.metadata["table"])
         for f in fields(StageRecord)
         if f.metadata and ((table and f.metadata["table"]) or (summary and f.metadata["summary"]))
     ]

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt
+from rlhf_exp.report.table import CONSOLE_WIDTH
 
 
 def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
@@ -40,6 +41,6 @@ class SweepSummary(Callback):
             SWEEP_OUTCOME["all_completed"] = False
             return
         SWEEP_OUTCOME["all_completed"] = all(r.get("status") == "completed" for r in results)
-        console = Console(width=200)
+        console = Console(width=CONSOLE_WIDTH)
         console.print(comparison_table(results, f"sweep {sweep_dir}"))
         console.print(f"report: {write_report(sweep_dir)}")

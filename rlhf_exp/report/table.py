@@ -12,6 +12,7 @@ from rlhf_exp.jobdir import Failure
 from rlhf_exp.report.record import Column, stage_columns
 
 COLUMNS = [Column("stage", "stage", ""), *stage_columns(table=True)]
+CONSOLE_WIDTH = 120  # every console table fits it
 
 
 def _fmt(value: Any) -> str:
@@ -29,9 +30,11 @@ def stage_table(result: dict[str, Any]) -> Table:
         f"{result.get('loader')} · gpus={result.get('gpus')} · {result.get('device')} · "
         f"{result.get('status')} · ckpt actor {result.get('checkpoint_gib', {}).get('actor', '?')} GiB"
     )
-    table = Table(title=title, caption="host figures: node Δ = peak (MemTotal−MemAvailable) above baseline")
-    for column in columns:
-        table.add_column(column.header, justify="left" if column.key == "stage" else "right")
+    legend = "\n".join(f"{c.label}: {c.meaning}" for c in columns if c.meaning)
+    table = Table(title=title, caption=f"memory in GiB, time in s\n{legend}", caption_justify="left")
+    for column in columns:  # units in the legend: the table fits CONSOLE_WIDTH
+        stage = column.key == "stage"
+        table.add_column(column.label, justify="left" if stage else "right", no_wrap=stage)
     for row in stages:
         style = "red" if row.get("status") != "ok" else None
         table.add_row(*(_fmt(row.get(c.key)) for c in columns), style=style)
@@ -39,7 +42,7 @@ def stage_table(result: dict[str, Any]) -> Table:
 
 
 def print_result(result: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console(width=200)
+    console = console or Console(width=CONSOLE_WIDTH)
     console.print(stage_table(result))
     if result.get("status") != "completed":
         f = Failure.from_dict(result.get("failure")) or Failure(stage=None, rank=None, reason="unknown")

@@ -49,5 +49,5 @@ def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: R
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert result is not None
     assert_complete_result(result, gpus, int(zero.removeprefix("stage")))  # every stage measured, figures plausible
-    assert "ppo1.train_actor" in proc.stdout and "node Δ GiB" in proc.stdout  # the printed table
+    assert "ppo1.train_actor" in proc.stdout and "node Δ: the node" in proc.stdout  # the printed table, its legend
     assert_ppo_step(result, gpus)
