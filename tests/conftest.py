@@ -32,6 +32,19 @@ def ckpt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("rlhf_exp_cache")
 
 
+def deepspeed_chat_stage2(tmp_path: Path) -> Path:
+    """A ds_config as DeepSpeed-Chat's get_train_ds_config(stage=2, dtype=bf16) writes it (utils/ds_utils.py)."""
+    zero = {"stage": 2, "overlap_comm": True, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none"}}
+    zero |= {"stage3_param_persistence_threshold": 1e4, "stage3_max_live_parameters": 3e7}
+    zero |= {"stage3_prefetch_bucket_size": 3e7, "memory_efficient_linear": False}
+    config = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 10, "zero_optimization": zero}
+    config |= {"bf16": {"enabled": True}, "gradient_clipping": 1.0, "prescale_gradients": False}
+    config |= {"wall_clock_breakdown": False, "hybrid_engine": {"enabled": False, "max_out_tokens": 512}}
+    path = tmp_path / "ds_chat_stage2.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 def app_env(cache: Path) -> dict[str, str]:
     return {**os.environ, "RLHF_EXP_CACHE": str(cache), "WANDB_MODE": "offline", "HYDRA_FULL_ERROR": "0"}
 

@@ -93,7 +93,26 @@ class ZeroSettings(Strict):
     critic: RoleZero
     ref: RoleZero
     reward: RoleZero
-    config_file: str | None = None  # zero=custom: shared by every role
+    config_file: str | None = None  # zero=custom: shared by every role that it can serve
+
+    @model_validator(mode="after")
+    def _frozen_roles_without_an_optimizer(self) -> ZeroSettings:
+        """DeepSpeed runs ZeRO-1/2 only with an optimizer, which the frozen roles (ref, reward) have none of. The
+        shared JSON of zero=custom serves them where it can (ZeRO-0 or 3); a ZeRO-1/2 one leaves them DeepSpeed-Chat's
+        eval config at ZeRO-0, as DeepSpeed-Chat does itself. A role's own ZeRO-1/2 JSON is refused."""
+        for role in ("ref", "reward"):
+            zero: RoleZero = getattr(self, role)
+            if zero.config_file is None or role_stage(zero) not in (1, 2):
+                continue
+            if zero.config_file == self.config_file:
+                setattr(self, role, RoleZero(stage=0, offload=zero.offload))
+                continue
+            raise ValueError(
+                f"zero.{role}.config_file: {zero.config_file} is ZeRO stage {role_stage(zero)}, which DeepSpeed runs "
+                f"only with an optimizer, and {role} is frozen (no optimizer); valid: a JSON at stage 0 or 3, or "
+                f"zero.{role}.config_file=null (DeepSpeed-Chat's eval config)"
+            )
+        return self
 
 
 class LoraSettings(Strict):
@@ -260,7 +279,9 @@ def _format(err: ValidationError) -> str:
     msg = first["msg"].removeprefix("Value error, ")
     got = first.get("input")
     shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
-    return f"{key}: {msg}{shown}" if key else f"{msg}{shown}"
+    if not key or msg.startswith(f"{key}."):  # the message names a key inside `key` itself
+        return f"{msg}{shown}"
+    return f"{key}: {msg}{shown}"
 
 
 def to_plain(cfg: DictConfig) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rlhf_exp.config.stages import is_load_stage
 from rlhf_exp.jobdir import Failure
@@ -16,7 +19,31 @@ def engine_build_s(result: dict[str, Any]) -> float:
     )
 
 
-def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
+def job_overrides(result: dict[str, Any]) -> dict[str, str]:
+    """The overrides the job ran with, as Hydra recorded them in its dir (.hydra/overrides.yaml): key -> value."""
+    try:
+        items = yaml.safe_load((Path(str(result.get("job_dir"))) / ".hydra" / "overrides.yaml").read_text()) or []
+    except (OSError, yaml.YAMLError):
+        return {}
+    pairs = (str(item).lstrip("+~").split("=", 1) for item in items if "=" in str(item))
+    return {key: value for key, value in pairs if not key.startswith("hydra.")}
+
+
+def swept_keys(results: list[dict[str, Any]]) -> list[str]:
+    """The override keys whose value differs between the jobs: what names each job of a sweep."""
+    overrides = [job_overrides(r) for r in results]
+    keys = sorted({k for o in overrides for k in o})
+    return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
+
+
+def config_label(result: dict[str, Any], keys: list[str], sep: str = " ") -> str:
+    """The job by the swept keys (`keys`), e.g. "gpus=2 loader=naive zero=stage3"; its dir name when none is swept."""
+    overrides = job_overrides(result)
+    return sep.join(f"{k}={overrides.get(k, '-')}" for k in keys) or _job_name(result)
+
+
+def comparison_row(result: dict[str, Any], keys: list[str] | None = None) -> dict[str, Any]:
+    """The row of one job; `keys`: the sweep's swept keys (swept_keys), which label it."""
     config = result.get("config") or {}
     stages = result.get("stages", [])
     peak = max(stages, key=lambda s: s.get("node_peak_gib") or 0, default={})
@@ -25,6 +52,7 @@ def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
     failure = Failure.from_dict(result.get("failure"))
     return {
         "job": _job_name(result),
+        "config": config_label(result, keys or []),
         "gpus": result.get("gpus", config.get("gpus")),
         "loader": result.get("loader", (config.get("loader") or {}).get("name")),
         "zero": "/".join(str(z) for z in (result.get("zero_stages") or {}).values()) or None,
@@ -38,10 +66,9 @@ def comparison_row(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-COLUMNS = (
+COLUMNS = (  # every job is named by its swept keys (config); its dir, job, has the files
     ("job", "job"),
-    ("gpus", "gpus"),
-    ("loader", "loader"),
+    ("config", "config"),
     ("zero", "ZeRO a/r/c/r"),
     ("status", "status"),
     ("node_peak_gib", "node peak GiB"),

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from rlhf_exp.jobdir import RESULT, Failure  # noqa: E402
 from rlhf_exp.plan.compare import compare  # noqa: E402
 from rlhf_exp.plan.terms import COMPARED  # noqa: E402
-from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt  # noqa: E402
+from rlhf_exp.report.comparison import COLUMNS, comparison_row, config_label, fmt, swept_keys  # noqa: E402
 from rlhf_exp.report.record import COLUMN  # noqa: E402
 from rlhf_exp.report.summary import load_time_s  # noqa: E402
 from rlhf_exp.report.timeline import Timeline, build_timeline  # noqa: E402
@@ -70,24 +70,26 @@ def _png(fig: plt.Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def by_loader(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def by_config(results: list[dict[str, Any]], but: str) -> dict[str, list[dict[str, Any]]]:
+    """The jobs grouped by every swept key but `but`: one series per distinct configuration, never two merged."""
+    keys = [k for k in swept_keys(results) if k != but]
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in results:
-        groups[str(r.get("loader"))].append(r)
+        groups[config_label(r, keys) if keys else str(r.get("loader"))].append(r)
     return dict(groups)
 
 
 def _lines_vs_gpus(results: list[dict[str, Any]], value: Callable[[dict], float], ylabel: str, title: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for loader, runs in by_loader(results).items():
+    for label, runs in by_config(results, but="gpus").items():
         runs = sorted(runs, key=lambda r: r["gpus"])
-        ax.plot([r["gpus"] for r in runs], [value(r) for r in runs], marker="o", label=loader)
+        ax.plot([r["gpus"] for r in runs], [value(r) for r in runs], marker="o", label=label)
     ax.set_xlabel("gpus (ranks)")
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.set_xticks(sorted({r["gpus"] for r in results}))
     ax.grid(alpha=0.3)
-    ax.legend(title="loader")
+    ax.legend(title="config", fontsize=8)
     return fig
 
 
@@ -108,7 +110,8 @@ def stage_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
     colors = stage_colors(stages)
     gpu_key = "gpu_cuda_peak_allocated_gib"
     gpu = any(s.get(gpu_key) is not None for r in results for s in r["stages"])
-    labels = [f"{r['loader']}\ngpus={r['gpus']}\n{r['status']}" for r in results]
+    keys = swept_keys(results)
+    labels = [f"{config_label(r, keys, sep=chr(10))}\n{r['status']}" for r in results]
     fig, axes = plt.subplots(
         1, 2 if gpu else 1, figsize=(max(7, 1.3 * len(results) + 4) * (1.6 if gpu else 1), 4.8), squeeze=False
     )
@@ -202,16 +205,17 @@ def _figure(fid: str, caption: str, fig: plt.Figure) -> str:
     return f'<figure id="{fid}"><figcaption>{html.escape(caption)}</figcaption>{image}</figure>'
 
 
-def job_section(result: dict[str, Any], index: int) -> str:
-    row = comparison_row(result)
+def job_section(result: dict[str, Any], index: int, keys: list[str]) -> str:
+    row = comparison_row(result, keys)
     line = build_timeline(result)
-    parts = [f"<h2 id='job{index}'>{html.escape(row['job'])} · {html.escape(str(row['status']))}</h2>"]
+    title = f"{row['job']} · {row['config']} · {row['status']}" if keys else f"{row['job']} · {row['status']}"
+    parts = [f"<h2 id='job{index}'>{html.escape(title)}</h2>"]
     failure = Failure.from_dict(result.get("failure"))
     if failure and result.get("status") != "completed":
         where = f"{result['status']} at {failure.stage}: {failure.reason[:500]}"
         parts.append(f"<p class='failure'>{html.escape(where)}</p>")
     if not line.empty:
-        parts.append(_figure(f"timeline{index}", "Memory over time", timeline_figure(line, row["job"])))
+        parts.append(_figure(f"timeline{index}", "Memory over time", timeline_figure(line, title)))
     compared = compare(result) if result.get("stages") else []
     if compared:
         columns = [("stage", "stage"), ("node_planned", "node planned"), ("node_measured", "node measured")]
@@ -226,7 +230,8 @@ def job_section(result: dict[str, Any], index: int) -> str:
 
 
 def render(results: list[dict[str, Any]], title: str) -> str:
-    rows = [[fmt(comparison_row(r)[key]) for key, _ in COLUMNS] for r in results]
+    keys = swept_keys(results)
+    rows = [[fmt(comparison_row(r, keys)[key]) for key, _ in COLUMNS] for r in results]
     parts = [_table([h for _, h in COLUMNS], rows, "summary")]
     measured = [r for r in results if r.get("stages")]
     if len({r["gpus"] for r in measured}) > 1:
@@ -234,7 +239,7 @@ def render(results: list[dict[str, Any]], title: str) -> str:
         parts.append(_figure("load_time_vs_gpus", "Load time vs GPUs, per loader", load_time_figure(measured)))
     if measured:
         parts.append(_figure("stage_bars", "Per-stage host and GPU memory, per job", stage_bars_figure(measured)))
-    parts += [job_section(r, i) for i, r in enumerate(results)]
+    parts += [job_section(r, i, keys) for i, r in enumerate(results)]
     style = (
         "body{font-family:sans-serif;margin:2em}td,th{padding:2px 10px;border-bottom:1px solid #ddd}"
         "img{max-width:100%}.failure{color:#b00}figure{margin:1em 0}"

@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt
+from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt, swept_keys
 from rlhf_exp.report.table import CONSOLE_WIDTH
 
 
@@ -19,8 +19,9 @@ def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
     table = Table(title=title)
     for key, header in COLUMNS:
         table.add_column(header, justify="left" if key in ("job", "loader", "status", "peak_stage", "failed_at") else "right")
+    keys = swept_keys(results)
     for result in results:
-        row = comparison_row(result)
+        row = comparison_row(result, keys)
         style = None if row["status"] == "completed" else "red"
         table.add_row(*(fmt(row[key]) for key, _ in COLUMNS), style=style)
     return table

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psutil
-from conftest import RunApp, assert_plan_holds, node_allowance
+from conftest import RunApp, assert_plan_holds, deepspeed_chat_stage2, node_allowance
 
 from rlhf_exp.config.stages import job_stages
 
@@ -65,3 +67,11 @@ def test_raising_rank_names_its_error(run_app: RunApp) -> None:
     assert result["failure"]["stage"] == "ref.init" and result["failure"]["rank"] == 0
     assert "injected fault in ref.init" in result["failure"]["reason"]
     assert "FAILED at stage ref.init on rank 0" in proc.stdout
+
+
+def test_a_deepspeed_chat_json_for_every_role_builds_the_engine(run_app: RunApp, tmp_path: Path) -> None:
+    """zero=custom with DeepSpeed-Chat's stage-2 train JSON: the frozen roles run its eval config at 0 (DeepSpeed
+    needs an optimizer for ZeRO-2), so the job passes ref.init and trains one step."""
+    proc, result = run_app("zero=custom", f"zero.config_file={deepspeed_chat_stage2(tmp_path)}")
+    assert proc.returncode == 0 and result["status"] == "completed", proc.stderr[-2000:]
+    assert result["zero_stages"] == {"actor": 2, "ref": 0, "critic": 2, "reward": 0}

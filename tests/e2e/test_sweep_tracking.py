@@ -84,7 +84,7 @@ def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path
     assert figures == ["node_peak_vs_gpus", "load_time_vs_gpus", "stage_bars", "timeline0", "timeline1", "timeline2", "timeline3"]
     assert page.count("<h3>Plan vs measured (GiB)</h3>") == 4 and "GPU planned" not in page  # no GPU columns on CPU
     fig = report.node_peak_figure(results)
-    assert sorted(line.get_label() for line in fig.axes[0].get_lines()) == ["low_mem", "naive"]
+    assert sorted(line.get_label() for line in fig.axes[0].get_lines()) == ["loader=low_mem", "loader=naive"]
     assert all(len(line.get_xdata()) == 2 for line in fig.axes[0].get_lines())  # gpus 1 and 2
     bars = report.stage_bars_figure(results)
     assert len(bars.axes) == 1  # CPU runs: no GPU panel

@@ -8,7 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import compose_settings
+from conftest import compose_settings, deepspeed_chat_stage2
 
 from rlhf_exp.config.compose import compose_config
 from rlhf_exp.config.deepspeed import check_role_configs, engine_settings, role_ds_config
@@ -97,3 +97,21 @@ def test_fuzzed_leaf_values_give_one_line_or_a_valid_config() -> None:
             assert "\n" not in message and message.split(":")[0], (key, value, message)
             refused += 1
     assert refused > 200, refused
+
+
+def test_one_deepspeed_chat_json_serves_the_roles_it_can(tmp_path: Path) -> None:
+    """ZeRO-2 needs an optimizer: the train roles run the JSON, the frozen ones DeepSpeed-Chat's eval config at 0."""
+    path = deepspeed_chat_stage2(tmp_path)
+    settings = compose_settings("zero=custom", f"zero.config_file={path}")
+    check_role_configs(settings, "cpu")
+    stages = {
+        role: engine_settings(role_ds_config(settings, role, 1))["zero_stage"] for role in ("actor", "critic", "ref", "reward")
+    }
+    assert stages == {"actor": 2, "critic": 2, "ref": 0, "reward": 0}
+    assert settings.zero.actor.config_file == str(path) and settings.zero.ref.config_file is None
+
+
+def test_a_frozen_roles_own_zero2_json_is_refused_naming_its_key(tmp_path: Path) -> None:
+    path = deepspeed_chat_stage2(tmp_path)
+    with pytest.raises(ConfigError, match=r"^zero\.reward\.config_file: .* is ZeRO stage 2, which DeepSpeed runs only with"):
+        compose_settings(f"zero.reward.config_file={path}")
