@@ -18,6 +18,31 @@ from node_noise import NodeNoise
 REPO = Path(__file__).resolve().parents[1]
 
 
+# Seconds each e2e file takes on a 2-core machine run alone (pytest --durations, CI 2026-12-05). The suite runs on two
+# xdist workers, a file per worker at a time (pyproject: -n 2 --dist loadfile); files start longest first, so that no
+# long file is left to run alone at the end.
+FILE_SECONDS = {
+    "test_families.py": 170,
+    "test_loaders.py": 165,
+    "test_bench_dry_run.py": 160,
+    "test_reliability.py": 105,
+    "test_slurm.py": 100,
+    "test_bad_inputs.py": 65,
+    "test_sweep_tracking.py": 60,
+    "test_results_kept.py": 57,
+    "test_plan.py": 50,
+    "test_interrupts.py": 46,
+    "test_end_to_end.py": 45,
+    "test_ppo.py": 36,
+    "test_wheel.py": 22,
+    "test_report_browser.py": 20,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file's tests keep their order
+
+
 def compose_settings(*overrides: str) -> Any:
     """The validated settings of `python -m rlhf_exp <overrides>`, composed in-process."""
     from rlhf_exp.config.compose import compose_config
