@@ -17,7 +17,7 @@ from rlhf_exp.config.schema import settings_of, to_plain
 from rlhf_exp.job.interrupt import INTERRUPTED_EXIT
 from rlhf_exp.job.result import record_config_error
 from rlhf_exp.jobdir import JobDir
-from rlhf_exp.report.tracking import make_tracker
+from rlhf_exp.report.tracking import make_tracker, sync_hint
 
 
 def fail_config(err: ConfigError, job_dir: Path) -> None:
@@ -59,6 +59,8 @@ def hydra_app(cfg: DictConfig) -> str:
         return "failed"
     if result is None:
         return "node"  # a SLURM node other than the first: node 0 holds the result
+    if not multirun and (hint := sync_hint(job_dir)):
+        print(hint)
     if result["status"] == "interrupted":
         print(f"interrupted at {(result.get('failure') or {}).get('stage')}: {result.get('result_file')}", file=sys.stderr)
         raise SystemExit(INTERRUPTED_EXIT)  # stops the sweep too: its later jobs are not started

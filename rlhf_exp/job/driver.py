@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +65,7 @@ def run_job(
     tracker.start(spec.config, meta)
     started = time.time()
     try:
-        outcome, extra = measure(spec, job_dir, placement)
+        outcome, extra = measure(spec, job_dir, placement, lambda stage: tracker.stage_ended(job_dir, stage))
         result = assemble_result(job_dir, outcome, time.time() - started, extra)
     except BaseException as exc:  # the job itself broke: still close the tracked run, naming where
         finish_crashed(tracker, job_dir, exc)
@@ -86,8 +87,11 @@ def finish_crashed(tracker: Tracker, job_dir: JobDir, exc: BaseException) -> Non
 RANK_ALLOCATOR = {"THP_MEM_ALLOC_ENABLE": "1"}
 
 
-def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[LaunchOutcome, dict[str, Any]]:
-    """This node's ranks beside its watcher, under the guard; the outcome and the node's cgroup figures."""
+def measure(
+    spec: JobSpec, job_dir: JobDir, placement: Placement, on_stage_end: Callable[[str], None] | None = None
+) -> tuple[LaunchOutcome, dict[str, Any]]:
+    """This node's ranks beside its watcher, under the guard; the outcome and the node's cgroup figures.
+    `on_stage_end(stage)` as each stage ends (the tracker's live figures)."""
     settings = spec.settings
     cgroup = kernel.CgroupMemory()
     cgroup_reset = cgroup.reset_peak()
@@ -96,7 +100,7 @@ def measure(spec: JobSpec, job_dir: JobDir, placement: Placement) -> tuple[Launc
     try:
         threads = max(1, (os.cpu_count() or 1) // placement.ranks_per_node)  # ranks share the cores
         try:
-            with guard, StageProgress(job_dir, quiet=not placement.first):
+            with guard, StageProgress(job_dir, quiet=not placement.first, on_stage_end=on_stage_end):
                 outcome = launch_ranks(job_dir, placement, {"OMP_NUM_THREADS": str(threads), **RANK_ALLOCATOR})
         except SignalException as err:  # the guard's SIGTERM landed just as the ranks finished
             outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)

@@ -4,8 +4,10 @@ ranks' events and the watcher's samples on disk. Live on a terminal (rich), one 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -16,8 +18,16 @@ from rlhf_exp.records import Event, Sample, is_header
 
 
 class StageProgress:
-    def __init__(self, job_dir: JobDir, console: Console | None = None, poll_s: float = 0.5, quiet: bool = False) -> None:
-        self.job_dir, self.poll_s, self.quiet = job_dir, poll_s, quiet
+    def __init__(
+        self,
+        job_dir: JobDir,
+        console: Console | None = None,
+        poll_s: float = 0.5,
+        quiet: bool = False,
+        on_stage_end: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_stage_end(stage)`: called as rank 0 ends (or fails) each stage, from this class's thread."""
+        self.job_dir, self.poll_s, self.quiet, self.on_stage_end = job_dir, poll_s, quiet, on_stage_end
         self.console = console or Console()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stage-progress", daemon=True)
@@ -67,6 +77,14 @@ class StageProgress:
     def _text(node: float | None) -> str:
         return f"node +{node:.2f} GiB" if node is not None else ""
 
+    def _stage_ended(self, stage: str) -> None:
+        if self.on_stage_end is None:
+            return
+        try:
+            self.on_stage_end(stage)
+        except Exception:  # a tracker's hiccup never stops the job or prints a traceback: the job's log keeps it
+            logging.getLogger(__name__).exception("on_stage_end(%s) failed", stage)
+
     def _poll(self, status: Any) -> None:
         path = self.job_dir.rank_events_file(0)
         if not path.exists():
@@ -85,6 +103,7 @@ class StageProgress:
                 took = ev.t - self._open.pop(ev.stage)
                 mark = "[green]✓[/green]" if ev.event == "end" else "[red]✗[/red]"
                 self.console.print(f"  {mark} {ev.stage:18s} {took:7.1f} s   {self._text(self._node_gib(ev.t))}")
+                self._stage_ended(ev.stage)
         if status is not None and self._open:
             stage, began = next(iter(self._open.items()))
             status.update(f"{stage}  {time.time() - began:.0f} s  {self._text(self._node_gib())}")

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt, swept_keys
 from rlhf_exp.report.table import CONSOLE_WIDTH
+from rlhf_exp.report.tracking import sync_hint
 
 
 def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
@@ -45,3 +46,5 @@ class SweepSummary(Callback):
         console = Console(width=CONSOLE_WIDTH)
         console.print(comparison_table(results, f"sweep {sweep_dir}"))
         console.print(f"report: {write_report(sweep_dir)}")
+        if hint := sync_hint(sweep_dir, sweep=True):
+            console.print(hint)

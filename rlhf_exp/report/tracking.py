@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from rlhf_exp.jobdir import Failure
+from rlhf_exp.jobdir import Failure, JobDir
 from rlhf_exp.records import Sample
 from rlhf_exp.report.record import stage_columns, summary_key
 from rlhf_exp.report.series import sample_series
-from rlhf_exp.report.summary import load_time_s
+from rlhf_exp.report.summary import load_time_s, summarize_records
 from rlhf_exp.report.timeline import build_timeline
 
 # per-stage figures copied into the W&B summary as mem/<stage>/<key>
@@ -25,6 +25,8 @@ TABLE_COLUMNS = ("stage", "status", *SUMMARY_KEYS)
 class Tracker(Protocol):
     def start(self, config: dict[str, Any], meta: dict[str, Any]) -> None: ...
 
+    def stage_ended(self, job_dir: JobDir, stage: str) -> None: ...
+
     def finish(self, result: dict[str, Any], samples: list[Sample]) -> None: ...
 
 
@@ -32,6 +34,9 @@ class NullTracker:
     """Tracks nothing (wandb.mode=disabled)."""
 
     def start(self, config: dict[str, Any], meta: dict[str, Any]) -> None:
+        pass
+
+    def stage_ended(self, job_dir: JobDir, stage: str) -> None:
         pass
 
     def finish(self, result: dict[str, Any], samples: list[Sample]) -> None:
@@ -92,10 +97,22 @@ class WandbTracker:
         self.run.define_metric("time_s")
         self.run.define_metric("*", step_metric="time_s")
 
+    def stage_ended(self, job_dir: JobDir, stage: str) -> None:
+        """A stage's figures, logged as the stage ends (live charts while the job runs), as mem/<stage>/<metric>."""
+        records = summarize_records(job_dir.read_events(), samples := job_dir.read_samples())
+        row = next((r for r in records["stages"] if r["stage"] == stage), None)
+        if row is None or not samples:
+            return
+        figures = {summary_key(stage, k): row[k] for k in SUMMARY_KEYS if row.get(k) is not None}
+        self.run.log({"time_s": round(samples[-1].t - samples[0].t, 3), **figures})
+
     def finish(self, result: dict[str, Any], samples: list[Sample]) -> None:
         import wandb
 
-        for row in series_of(samples):
+        rows = series_of(samples)
+        for key in dict.fromkeys(k for row in rows for k in row if k != "time_s"):  # a series' summary: its peak
+            self.run.define_metric(key, step_metric="time_s", summary="max")
+        for row in rows:
             self.run.log(row)
         self._log_timeline(result)
         table = wandb.Table(columns=list(TABLE_COLUMNS))
@@ -132,3 +149,11 @@ def make_tracker(mode: str, project: str = "rlhf_exp", entity: str | None = None
 def wandb_run_dirs(job_dir: Path) -> list[Path]:
     """The job's W&B run folders (offline-run-* or run-*)."""
     return sorted((job_dir / "wandb").glob("*run-*"))
+
+
+def sync_hint(path: Path, sweep: bool = False) -> str | None:
+    """The console line that tells how to upload the offline W&B runs of a job (or every job of a sweep), or None."""
+    pattern = "*/wandb/offline-run-*" if sweep else "wandb/offline-run-*"
+    if not any(path.glob(pattern)):
+        return None
+    return f"W&B runs kept offline; to upload them: wandb sync {path}/{pattern}"

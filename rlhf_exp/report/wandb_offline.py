@@ -53,11 +53,12 @@ def _items(updates: Any) -> dict[str, Any]:
 
 
 def read_offline_run(run_dir: Path) -> dict[str, Any]:
-    """{"run": {group, job_type, tags, name}, "config": {...}, "summary": {...}, "history_rows": N, "exit_code"}."""
+    """{"run": {group, job_type, tags, name}, "config": {...}, "summary": {...}, "history_rows": N, "history_keys":
+    [every key logged as history], "exit_code"}."""
     from wandb.proto import wandb_internal_pb2 as pb
 
     (log,) = run_dir.glob("run-*.wandb")
-    out: dict[str, Any] = {"run": {}, "config": {}, "summary": {}, "history_rows": 0, "exit_code": None}
+    out: dict[str, Any] = {"run": {}, "config": {}, "summary": {}, "history_rows": 0, "history_keys": [], "exit_code": None}
     for raw in iter_record_bytes(log):
         record = pb.Record()
         record.ParseFromString(raw)
@@ -72,6 +73,7 @@ def read_offline_run(run_dir: Path) -> dict[str, Any]:
             out["summary"].update(_items(record.summary.update))
         elif kind == "history":
             out["history_rows"] += 1
+            out["history_keys"] += [k for k in _items(record.history.item) if k not in out["history_keys"]]
         elif kind == "exit":
             out["exit_code"] = record.exit.exit_code
     return out

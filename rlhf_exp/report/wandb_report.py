@@ -14,6 +14,7 @@ from rlhf_exp.config.stages import job_stages
 from rlhf_exp.report.record import COLUMN, summary_key
 
 STAGES = job_stages(ppo_steps=1)  # the default job's stages
+GROUP_BY = "loader.name"  # the config key the runs are grouped by (W&B config keys are the job's, dotted)
 
 
 def report_metrics() -> dict[str, list[str]]:
@@ -30,7 +31,14 @@ def build_report(project: str, entity: str | None, group: str | None) -> Any:
     import wandb_workspaces.reports.v2 as wr
 
     metrics = report_metrics()
-    runset = wr.Runset(entity=entity or "", project=project, name=group or "all runs", query=group or "")
+    # the sweep's runs (their W&B group), one line or bar per loader (the config key every run carries)
+    runset = wr.Runset(
+        entity=entity or "",
+        project=project,
+        name=group or "all runs",
+        filters=f"Group = '{group}'" if group else "",
+        groupby=[f"config.{GROUP_BY}"],
+    )
     panels = [
         wr.ScatterPlot(title="Node host peak vs GPUs (GiB)", x=wr.Config("gpus"), y=wr.SummaryMetric("node_peak_gib")),
         wr.ScatterPlot(title="Load time vs GPUs (s)", x=wr.Config("gpus"), y=wr.SummaryMetric("load_time_s")),

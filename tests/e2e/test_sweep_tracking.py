@@ -65,7 +65,8 @@ def test_one_offline_wandb_run_per_job_with_config_group_and_summary(sweep: tupl
                 )  # baseline drifts, the machine is shared
                 assert summary[f"mem/{role}.{phase}/duration_s"] > 0
         assert summary["stages/_type"] == "table-file" and summary["stages/nrows"] == len(result["stages"])
-        assert run["history_rows"] >= 2 and "host/node_used_gib" in summary  # the watcher's time series
+        assert run["history_rows"] >= 2 and summary["host/node_used_gib"]["max"] >= 0  # the series, summarised as its peak
+        assert {"mem/actor.load/node_peak_gib", "mem/ppo1.train_critic/duration_s"} <= set(run["history_keys"])  # live
         assert "WANDB_API_KEY" not in json.dumps(run)
 
 
@@ -99,6 +100,7 @@ def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path
 def test_the_console_is_quiet_and_informative(sweep_console: str) -> None:
     assert "plan: loader=" in sweep_console and "✓ actor.load" in sweep_console
     assert "engine build s" in sweep_console and "report:" in sweep_console  # the end-of-sweep table
+    assert "wandb sync " in sweep_console and "offline-run-*" in sweep_console  # how to upload the offline runs
     for noise in ("FutureWarning", "wandb: ", "[WARNING]", "Setting accelerator"):
         assert noise not in sweep_console, noise
 
@@ -118,8 +120,12 @@ def test_wandb_report_spec_plots_only_keys_the_runs_carry(sweep: tuple[Path, lis
     sweep_dir, results = sweep
     report = build_report("rlhf_exp", None, sweep_dir.name)
     (grid,) = [b for b in report.blocks if type(b).__name__ == "PanelGrid"]
-    assert len(grid.panels) == 4 and grid.runsets[0].query == sweep_dir.name
-    summary = read_offline_run(wandb_run_dirs(Path(results[0]["job_dir"]))[0])["summary"]
+    assert len(grid.panels) == 4 and grid.runsets[0].filters == f"Group = '{sweep_dir.name}'"
+    run = read_offline_run(wandb_run_dirs(Path(results[0]["job_dir"]))[0])
+    assert run["run"]["group"] == sweep_dir.name  # what the filter selects on
+    section, *path = grid.runsets[0].groupby[0].split(".")  # config.loader.name: a key every run's config carries
+    assert section == "config" and run["config"][path[0]][path[1]] == results[0]["loader"]
+    summary = run["summary"]
     for keys in report_metrics().values():
         for key in keys:
             if "gpu_cuda" not in key:  # GPU keys exist on GPU runs only
