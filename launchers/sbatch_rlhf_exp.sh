@@ -10,9 +10,15 @@
 #SBATCH --cpus-per-task=64
 #SBATCH --mem=0
 #SBATCH --time=01:00:00
-#SBATCH --output=outputs/slurm/%j.out
+#SBATCH --output=rlhf_exp-%j.out
+# (the log lands in the directory sbatch was run from, which exists; the job's records go to outputs/slurm/<job id>)
 set -euo pipefail
 export RLHF_EXP_SLURM_NODE_TASK=1   # rlhf_exp: this process is one node's job process (rlhf_exp/job/placement.py)
+export SUBMITIT_EXECUTOR=slurm      # submitit (the node's place in the job) reads SLURM's variables only with it
+# the project's venv (bash setup.sh) in the directory sbatch was run from, or RLHF_EXP_PYTHON
+python=${RLHF_EXP_PYTHON:-$SLURM_SUBMIT_DIR/.venv/bin/python}
+[ -x "$python" ] || { echo "error: no $python (run bash setup.sh there, or set RLHF_EXP_PYTHON)" >&2; exit 2; }
 gpus=$(( SLURM_JOB_NUM_NODES * ${SLURM_GPUS_PER_NODE:-8} ))
+mkdir -p outputs/slurm
 # --kill-on-bad-exit: one dead node task (OOM-killed, say) ends the others at once instead of a hang
-srun --kill-on-bad-exit=1 --ntasks-per-node=1 python -m rlhf_exp gpus="$gpus" hydra.run.dir="outputs/slurm/$SLURM_JOB_ID" "$@"
+srun --kill-on-bad-exit=1 --ntasks-per-node=1 "$python" -m rlhf_exp gpus="$gpus" hydra.run.dir="outputs/slurm/$SLURM_JOB_ID" "$@"

@@ -27,6 +27,9 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf, SlurmQue
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from hydra_plugins.rlhf_exp_launcher.cluster import first_refusal, partitions
+from hydra_plugins.rlhf_exp_launcher.progress import watch_jobs
+
 log = logging.getLogger(__name__)
 OWN_KEYS = {"gpus_per_node_max", "request_gpus", "srun_args", "cpus_per_rank"}
 
@@ -122,14 +125,14 @@ class RlhfSlurmLauncher(SlurmLauncher):
 
         setup = [*(self.params.get("setup") or []), f"export {SLURM_NODE_TASK_MARKER}=1"]
         srun_args = ["--kill-on-bad-exit=1", *self.params.get("srun_args", [])]
-        submitted: List[Any] = []  # noqa: UP006
+        planned: List[Any] = []  # noqa: UP006 - (overrides, config, job dir, sbatch parameters or None: skipped)
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self._job_config(list(overrides), idx)
             settings, plain = self._check(config)
             job_dir = self._job_dir(config)
             if settings.resume and completed_result(JobDir(job_dir), plain):
                 log.info(f"\t#{idx} : skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
-                submitted.append((None, list(overrides), config, job_dir))
+                planned.append((list(overrides), config, job_dir, None))
                 continue
             request = self.params["request_gpus"]
             want_gpus = str(config.device) != "cpu" if request == "auto" else str(request).lower() == "true"
@@ -140,12 +143,30 @@ class RlhfSlurmLauncher(SlurmLauncher):
                 resources["cpus_per_task"] = int(self.params["cpus_per_task"])
             if not any(self.params.get(k) for k in ("mem_gb", "mem_per_cpu", "mem_per_gpu")):
                 resources["slurm_mem"] = f"{self._planned_mem_mib(settings, config, want_gpus, resources)}M"
+            elif self.params.get("mem_gb"):
+                resources["mem_gb"] = int(self.params["mem_gb"])
             params = {**common, **resources, "slurm_setup": setup, "slurm_srun_args": srun_args, "name": f"rlhf_exp_{idx}"}
+            planned.append((list(overrides), config, job_dir, params))
+        # every job checked against the cluster before the first is submitted
+        jobs = [(f"job #{i} ({' '.join(filter_overrides(o)) or 'defaults'})", p) for i, (o, _, _, p) in enumerate(planned) if p]
+        refusal = first_refusal(partitions(), self.params.get("partition"), jobs)
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
+            sys.exit(2)
+        submitted: List[Any] = []  # noqa: UP006
+        for idx, (overrides, config, job_dir, params) in enumerate(planned, start=initial_job_idx):
+            if params is None:
+                submitted.append((None, overrides, config, job_dir))
+                continue
             executor.update_parameters(**params)
-            job = executor.submit(self, list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))} -> SLURM job {job.job_id} {resources}")
-            submitted.append((job, list(overrides), config, job_dir))
+            try:
+                job = executor.submit(self, overrides, "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state())
+            except Exception as err:  # sbatch refused it after others were submitted: none is left running alone
+                return self._abandon(submitted, planned, idx, err)
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))} -> SLURM job {job.job_id}")
+            submitted.append((job, overrides, config, job_dir))
         try:
+            watch_jobs([(job, job_dir) for job, _, _, job_dir in submitted if job is not None])
             return [self._collect(*entry) for entry in submitted]
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM to the sweep: stop it, its SLURM jobs included
             for job, *_ in submitted:
@@ -153,6 +174,26 @@ class RlhfSlurmLauncher(SlurmLauncher):
                     job.cancel(check=False)  # SLURM's SIGTERM: each running job records itself as interrupted
             log.warning("sweep interrupted: its SLURM jobs were cancelled")
             raise SystemExit(130) from None
+
+    def _abandon(self, submitted: List[Any], planned: List[Any], failed_idx: int, err: Exception) -> List[JobReturn]:  # noqa: UP006
+        """sbatch refused job `failed_idx` after the ones in `submitted`: cancel those, record every job of the sweep
+        not already complete as failed (result.json), and return them so that the sweep's table is printed."""
+        from rlhf_exp.job.result import record_not_run
+        from rlhf_exp.jobdir import JobDir
+
+        reason = f"sbatch refused job #{failed_idx}: {str(err).strip().splitlines()[-1][:300]}"
+        print(f"error: {reason}; the sweep's submitted jobs were cancelled", file=sys.stderr)
+        for job, *_ in submitted:
+            if job is not None:
+                job.cancel(check=False)
+        returns = []
+        for i, (overrides, config, job_dir, params) in enumerate(planned):
+            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+            ret.return_value = "completed" if params is None else "failed"
+            if params is not None:
+                record_not_run(JobDir(job_dir), "submit", f"{reason} (job #{i} not run)")
+            returns.append(ret)
+        return returns
 
     def _collect(self, job: Any, overrides: List[str], config: DictConfig, job_dir: Path) -> JobReturn:  # noqa: UP006
         """Node 0's JobReturn; a SLURM job that died without a result gets its failed result.json written here."""

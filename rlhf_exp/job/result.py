@@ -47,13 +47,18 @@ def check_not_another_configs_result(job_dir: JobDir, config: dict[str, Any], ke
 
 
 def record_config_error(job_dir: JobDir, error: ConfigError, config: dict[str, Any] | None) -> None:
-    """A sweep job refused by a check still gets its result.json (failed at stage `config`), unless its dir holds
-    another config's completed result, which is never overwritten."""
+    """A sweep job refused by a check still gets its result.json (failed at stage `config`)."""
+    record_not_run(job_dir, "config", str(error), config)
+
+
+def record_not_run(job_dir: JobDir, stage: str, reason: str, config: dict[str, Any] | None = None) -> None:
+    """A job that never started (refused at `stage`: config, submit) gets its failed result.json, unless its dir
+    holds a completed result, which is never overwritten."""
     previous = job_dir.read_result()
     if previous and previous.get("status") == "completed":
         return
     job_dir.path.mkdir(parents=True, exist_ok=True)
-    failure = Failure(stage="config", rank=None, reason=str(error)).to_dict()
+    failure = Failure(stage=stage, rank=None, reason=reason).to_dict()
     job_dir.write_result({"status": "failed", "job_dir": str(job_dir.path), "stages": [], "failure": failure, "config": config})
 
 

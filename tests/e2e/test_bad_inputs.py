@@ -68,6 +68,7 @@ def make_placeholders(root: Path, cache: Path) -> dict[str, Path]:
         "zero-key-json": '{"zero_optimization": {"stage": 2, "overlap_com": true}}',
         "batch-json": '{"train_batch_size": 3}',
         "bad-json": '{"zero_optimization": ',
+        "zero2-json": '{"zero_optimization": {"stage": 2}}',
     }.items():
         made[name] = root / f"{name}.json"
         made[name].write_text(content)

@@ -72,6 +72,9 @@ def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(
     assert asked[0] < asked[1], jobs
     assert all(abs(a - p) <= 64 for a, p in zip(asked, planned, strict=True)), (asked, planned)
     assert "engine build s" in proc.stdout and (sweep / "report.html").exists()  # the end-of-sweep callback, under SLURM too
+    # live while the jobs ran: each job's SLURM state as it changed, and its stages as rank 0 ended them
+    assert re.search(r"SLURM job \d+ \(0_gpus1_\w+\): (RUNNING|COMPLETED)", proc.stdout), proc.stdout[-3000:]
+    assert re.search(r"1_gpus2_\w+: ✓ actor\.load \d", proc.stdout), proc.stdout[-3000:]
     submitted = sorted((sweep / ".submitit").glob("*_submitted.pkl"))
     proc, again = run_sweep_in(sweep, ckpt_cache, *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -154,3 +157,53 @@ def test_the_guard_stops_slurm_jobs_on_timeout_watchdog_and_sigterm(tmp_path: Pa
     assert [results[name]["status"] for name in cases] == ["failed", "failed", "interrupted"]
     for result in results.values():
         assert result["launcher"] == "slurm" and result["samples"] > 0
+
+
+def submitted_jobs(submitit_folder: Path) -> list[Path]:
+    return sorted(submitit_folder.glob("*_submitted.pkl"))
+
+
+def test_submission_errors_are_one_line_before_anything_is_submitted(tmp_path: Path, ckpt_cache: Path) -> None:
+    """An unknown partition and a job no node can hold (8 GPUs on nodes of 4), checked against sinfo."""
+    for extra, expected in (
+        (("hydra.launcher.partition=gpu", "gpus=1"), "error: hydra.launcher.partition: no partition 'gpu' on this cluster"),
+        (("gpus=1,8", "hydra.launcher.gpus_per_node_max=8"), "error: job #1 (gpus=8): asks for 8 GPUs per node, partition"),
+    ):
+        sweep = tmp_path / extra[0].split("=")[0]
+        args = (*LAUNCH, *ACTOR_ONLY, *extra, f"hydra.launcher.submitit_folder={sweep}/.submitit")
+        proc, results = run_sweep_in(sweep, ckpt_cache, *args)
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1].startswith(expected), proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and not submitted_jobs(sweep / ".submitit") and results == []
+
+
+@pytest.mark.slow
+def test_a_refused_submission_cancels_the_submitted_jobs_and_prints_the_table(tmp_path: Path, ckpt_cache: Path) -> None:
+    """Partition `capped` (.ci/run's SLURM) takes 1500 MiB per node, which sinfo does not show: the gpus=2 job's
+    planned request is refused by sbatch after the gpus=1 job was submitted. That job is cancelled, both are recorded
+    as failed, the table is printed and the sweep exits 1."""
+    sweep = tmp_path / "sweep"
+    planned_mem = tuple(a for a in LAUNCH if not a.startswith("hydra.launcher.mem_gb"))
+    args = (*planned_mem, *ACTOR_ONLY, "hydra.launcher.partition=capped", "gpus=1,2")
+    proc, results = run_sweep_in(sweep, ckpt_cache, *args, f"hydra.launcher.submitit_folder={sweep}/.submitit")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "error: sbatch refused job #1" in proc.stderr and "the sweep's submitted jobs were cancelled" in proc.stderr
+    assert [r["status"] in ("failed", "interrupted") for r in results] == [True, True]
+    assert results[1]["failure"]["stage"] == "submit"
+    assert "status" in proc.stdout and "report:" in proc.stdout  # the end-of-sweep table
+    jobs = slurm_jobs(sweep / ".submitit")
+    assert len(jobs) == 1 and all(j["state"].startswith("CANCELLED") for j in jobs.values()), jobs
+
+
+@pytest.mark.slow
+def test_the_sbatch_script_runs_from_a_fresh_directory(tmp_path: Path, ckpt_cache: Path) -> None:
+    """launchers/sbatch_rlhf_exp.sh as the README shows it, from a directory with no outputs/ yet."""
+    script = Path(__file__).parents[2] / "launchers" / "sbatch_rlhf_exp.sh"
+    env = {**app_env(ckpt_cache), "RLHF_EXP_PYTHON": sys.executable}
+    cmd = ["sbatch", "--wait", "--gpus-per-node=1", "--cpus-per-task=2", "--mem=3G", "--time=10", str(script)]
+    cmd += ["device=cpu", *ACTOR_ONLY, "wandb.mode=disabled"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    job_id = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
+    log = tmp_path / f"rlhf_exp-{job_id}.out"
+    assert proc.returncode == 0, proc.stderr + (log.read_text()[-3000:] if log.exists() else "")
+    result = json.loads((tmp_path / "outputs" / "slurm" / job_id / "result.json").read_text())
+    assert result["status"] == "completed" and result["launcher"] == "slurm" and result["gpus"] == 1
