@@ -40,3 +40,39 @@ def test_report_without_a_readable_result_is_one_line_and_exit_2(tmp_path, capsy
     assert main([str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {tmp_path / 'job' / 'result.json'} is not a readable result (") and "\n" not in err
+
+
+def swept_job(root, num: int, overrides: dict[str, str], node_peak: float) -> dict:
+    """A job dir as a sweep leaves it: Hydra's .hydra/overrides.yaml beside the job's result."""
+    job_dir = root / f"{num}_job"
+    (job_dir / ".hydra").mkdir(parents=True)
+    (job_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {k}={v}\n" for k, v in overrides.items()))
+    return {
+        **result(overrides["loader"], False),
+        "gpus": int(overrides["gpus"]),
+        "job_dir": str(job_dir),
+        "node_peak_gib": node_peak,
+    }
+
+
+def test_a_sweep_over_gpus_loader_zero_and_lora_labels_every_job_and_never_merges_configs(tmp_path) -> None:
+    from itertools import product
+
+    from rlhf_exp.report.comparison import comparison_row, swept_keys
+    from rlhf_exp.report.html import node_peak_figure
+
+    grid = product(("1", "2"), ("naive", "staggered"), ("stage2", "stage3"), ("r8", "disabled"))
+    jobs = [
+        swept_job(tmp_path, i, {"model": "tiny", "gpus": g, "loader": lo, "zero": z, "lora": r}, float(i))
+        for i, (g, lo, z, r) in enumerate(grid)
+    ]
+    keys = swept_keys(jobs)
+    assert keys == ["gpus", "loader", "lora", "zero"]  # model is the same in every job: not a label
+    labels = [comparison_row(j, keys)["config"] for j in jobs]
+    assert len(set(labels)) == 16 and labels[0] == "gpus=1 loader=naive lora=r8 zero=stage2"
+    lines = node_peak_figure(jobs).axes[0].get_lines()
+    assert len(lines) == 8 and all(len(line.get_xdata()) == 2 for line in lines)  # one line per config, over gpus
+    assert sorted(line.get_label() for line in lines)[0] == "loader=naive lora=disabled zero=stage2"
+    bars = stage_bars_figure(jobs)
+    ticks = [t.get_text() for t in bars.axes[0].get_xticklabels()]
+    assert len(set(ticks)) == 16  # one bar per job: none stacked onto another with the same label
