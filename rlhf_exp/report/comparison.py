@@ -66,22 +66,28 @@ def comparison_row(result: dict[str, Any], keys: list[str] | None = None) -> dic
     }
 
 
-COLUMNS = (  # every job is named by its swept keys (config); its dir, job, has the files
-    ("job", "job"),
-    ("config", "config"),
-    ("zero", "ZeRO a/r/c/r"),
-    ("status", "status"),
-    ("node_peak_gib", "node peak GiB"),
-    ("peak_stage", "at stage"),
-    ("gpu_peak_gib", "GPU peak GiB"),
-    ("build_s", "engine build s"),
-    ("planned_peak_gib", "planned peak GiB"),
-    ("failed_at", "failed at"),
+COLUMNS = (  # (key, header, what it means: the console table's legend); every job named by its swept keys
+    ("job", "job", "the job's number in the sweep: its dir under the sweep dir begins with it"),
+    ("config", "config", "the keys the sweep varied"),
+    ("zero", "ZeRO", "ZeRO stage of actor/ref/critic/reward"),
+    ("status", "status", ""),
+    ("node_peak_gib", "node peak", "GiB of the node's used memory above the level before ranks started, at its peak"),
+    ("peak_stage", "at", "the stage of that peak"),
+    ("gpu_peak_gib", "GPU peak", "GiB torch allocated at most on a rank"),
+    ("build_s", "build s", "seconds in the load and init stages: the time to build the four engines"),
+    ("planned_peak_gib", "planned", "the plan's node peak, GiB"),
+    ("failed_at", "failed at", "the stage a failed job stopped in"),
 )
+CONSOLE_KEYS = ("job", "config", "zero", "status", "node_peak_gib", "peak_stage", "gpu_peak_gib", "build_s", "planned_peak_gib")
 
 
 def _job_name(result: dict[str, Any]) -> str:
     return str(result.get("job_dir", "?")).rstrip("/").rsplit("/", 1)[-1]
+
+
+def job_number(result: dict[str, Any]) -> str:
+    """The job's number in its sweep (its dir name's prefix), or its dir name."""
+    return _job_name(result).split("_", 1)[0]
 
 
 def fmt(value: Any) -> str:

@@ -231,8 +231,8 @@ def job_section(result: dict[str, Any], index: int, keys: list[str]) -> str:
 
 def render(results: list[dict[str, Any]], title: str) -> str:
     keys = swept_keys(results)
-    rows = [[fmt(comparison_row(r, keys)[key]) for key, _ in COLUMNS] for r in results]
-    parts = [_table([h for _, h in COLUMNS], rows, "summary")]
+    rows = [[fmt(comparison_row(r, keys)[key]) for key, _, _ in COLUMNS] for r in results]
+    parts = [_table([h for _, h, _ in COLUMNS], rows, "summary")]
     measured = [r for r in results if r.get("stages")]
     if len({r["gpus"] for r in measured}) > 1:
         parts.append(_figure("node_peak_vs_gpus", "Node host peak vs GPUs, per loader", node_peak_figure(measured)))

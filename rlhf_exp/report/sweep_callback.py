@@ -11,20 +11,24 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
 
-from rlhf_exp.report.comparison import COLUMNS, comparison_row, fmt, swept_keys
+from rlhf_exp.report.comparison import COLUMNS, CONSOLE_KEYS, comparison_row, fmt, job_number, swept_keys
 from rlhf_exp.report.table import CONSOLE_WIDTH
 from rlhf_exp.report.tracking import sync_hint
 
 
 def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title)
-    for key, header in COLUMNS:
-        table.add_column(header, justify="left" if key in ("job", "loader", "status", "peak_stage", "failed_at") else "right")
+    """A row per job, fitting CONSOLE_WIDTH: the job's number in the sweep, its swept keys and figures; a legend."""
+    columns = [c for c in COLUMNS if c[0] in CONSOLE_KEYS]
+    legend = "\n".join(f"{header}: {meaning}" for _, header, meaning in columns if meaning)
+    table = Table(title=title, caption=legend, caption_justify="left")
+    for key, header, _ in columns:
+        table.add_column(header, justify="left" if key in ("job", "config", "zero", "status", "peak_stage") else "right")
     keys = swept_keys(results)
     for result in results:
-        row = comparison_row(result, keys)
-        style = None if row["status"] == "completed" else "red"
-        table.add_row(*(fmt(row[key]) for key, _ in COLUMNS), style=style)
+        row = {**comparison_row(result, keys), "job": job_number(result)}
+        failed = row["status"] != "completed"
+        status = f"{row['status']} at {row['failed_at']}" if failed and row["failed_at"] else row["status"]
+        table.add_row(*(fmt(status if k == "status" else row[k]) for k, _, _ in columns), style="red" if failed else None)
     return table
 
 

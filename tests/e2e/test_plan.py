@@ -55,9 +55,9 @@ def test_watchdog_stops_the_job_before_the_oom_killer(tmp_path: Path, ckpt_cache
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=app_env(ckpt_cache), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for_stage(run_dir, "actor.load", proc=proc)
     pressure: list[bytes] = []
-    while proc.poll() is None and len(pressure) < 56:  # up to 14 GiB, 256 MiB at a time
-        pressure.append(b"\x01" * (256 << 20))
-        time.sleep(0.5)
+    while proc.poll() is None and len(pressure) < 28:  # up to 14 GiB, 512 MiB at a time
+        pressure.append(b"\x01" * (512 << 20))
+        time.sleep(0.3)
     out, err = proc.communicate(timeout=120)
     assert_quiet_console(out + err)
     pressure.clear()

@@ -71,7 +71,7 @@ def test_each_job_gets_its_own_resources_and_a_rerun_resumes_without_submitting(
     planned = [(max(st["node_peak_gib"] for st in r["plan"]["stages"]) * 1.15 + 1) * 1024 for r in results]
     assert asked[0] < asked[1], jobs
     assert all(abs(a - p) <= 64 for a, p in zip(asked, planned, strict=True)), (asked, planned)
-    assert "engine build s" in proc.stdout and (sweep / "report.html").exists()  # the end-of-sweep callback, under SLURM too
+    assert "build s: seconds" in proc.stdout and (sweep / "report.html").exists()  # the end-of-sweep callback, under SLURM too
     # live while the jobs ran: each job's SLURM state as it changed, and its stages as rank 0 ended them
     assert re.search(r"SLURM job \d+ \(0_gpus1_\w+\): (RUNNING|COMPLETED)", proc.stdout), proc.stdout[-3000:]
     assert re.search(r"1_gpus2_\w+: ✓ actor\.load \d", proc.stdout), proc.stdout[-3000:]

@@ -99,7 +99,8 @@ def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path
 
 def test_the_console_is_quiet_and_informative(sweep_console: str) -> None:
     assert "plan: loader=" in sweep_console and "✓ actor.load" in sweep_console
-    assert "engine build s" in sweep_console and "report:" in sweep_console  # the end-of-sweep table
+    assert "build s: seconds" in sweep_console and "report:" in sweep_console  # the end-of-sweep table, its legend
+    assert re.search(r"│ 3   │ gpus=2 loader=low_mem", sweep_console), sweep_console[-3000:]  # named by its swept keys
     assert "wandb sync " in sweep_console and "offline-run-*" in sweep_console  # how to upload the offline runs
     for noise in ("FutureWarning", "wandb: ", "[WARNING]", "Setting accelerator"):
         assert noise not in sweep_console, noise
