@@ -41,6 +41,7 @@ FILE_SECONDS = {
 SPREAD = {"test_bench_dry_run.py"}  # files whose tests any worker may take
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file's tests keep their order
     for item in items:

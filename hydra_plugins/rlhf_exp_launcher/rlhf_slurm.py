@@ -125,14 +125,14 @@ class RlhfSlurmLauncher(SlurmLauncher):
 
         setup = [*(self.params.get("setup") or []), f"export {SLURM_NODE_TASK_MARKER}=1"]
         srun_args = ["--kill-on-bad-exit=1", *self.params.get("srun_args", [])]
-        planned: List[Any] = []  # noqa: UP006 - (overrides, config, job dir, sbatch parameters or None: skipped)
+        planned: List[Any] = []  # noqa: UP006 - (overrides, config, job dir, sbatch parameters or None: skipped, name)
         for idx, overrides in enumerate(job_overrides, start=initial_job_idx):
             config = self._job_config(list(overrides), idx)
             settings, plain = self._check(config)
             job_dir = self._job_dir(config)
             if settings.resume and completed_result(JobDir(job_dir), plain):
                 log.info(f"\t#{idx} : skipped: {job_dir} holds a completed result of this config (resume=false runs it again)")
-                planned.append((list(overrides), config, job_dir, None))
+                planned.append((list(overrides), config, job_dir, None, ""))
                 continue
             request = self.params["request_gpus"]
             want_gpus = str(config.device) != "cpu" if request == "auto" else str(request).lower() == "true"
@@ -146,15 +146,15 @@ class RlhfSlurmLauncher(SlurmLauncher):
             elif self.params.get("mem_gb"):
                 resources["mem_gb"] = int(self.params["mem_gb"])
             params = {**common, **resources, "slurm_setup": setup, "slurm_srun_args": srun_args, "name": f"rlhf_exp_{idx}"}
-            planned.append((list(overrides), config, job_dir, params))
+            planned.append((list(overrides), config, job_dir, params, f"job #{idx} (gpus={settings.gpus})"))
         # every job checked against the cluster before the first is submitted
-        jobs = [(f"job #{i} ({' '.join(filter_overrides(o)) or 'defaults'})", p) for i, (o, _, _, p) in enumerate(planned) if p]
+        jobs = [(name, params) for _, _, _, params, name in planned if params]
         refusal = first_refusal(partitions(), self.params.get("partition"), jobs)
         if refusal:
             print(f"error: {refusal}", file=sys.stderr)
             sys.exit(2)
         submitted: List[Any] = []  # noqa: UP006
-        for idx, (overrides, config, job_dir, params) in enumerate(planned, start=initial_job_idx):
+        for idx, (overrides, config, job_dir, params, _) in enumerate(planned, start=initial_job_idx):
             if params is None:
                 submitted.append((None, overrides, config, job_dir))
                 continue
@@ -187,7 +187,7 @@ class RlhfSlurmLauncher(SlurmLauncher):
             if job is not None:
                 job.cancel(check=False)
         returns = []
-        for i, (overrides, config, job_dir, params) in enumerate(planned):
+        for i, (overrides, config, job_dir, params, _) in enumerate(planned):
             ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
             ret.return_value = "completed" if params is None else "failed"
             if params is not None:
