@@ -19,9 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # Seconds each e2e file takes on a 2-core machine run alone (pytest --durations, CI 2026-12-05). The suite runs on two
-# xdist workers (pyproject: -n 2 --dist loadgroup): a file's tests stay on one worker (they share module fixtures),
-# but the bench dry run's scenarios (independent, ~15 s each) are spread; the longest work starts first, so that
-# none is left to run alone at the end.
+# xdist workers (pyproject: -n 2 --dist loadscope): a file's tests stay on one worker (they share module fixtures),
+# but the bench dry run's scenarios (independent, ~15 s each, a test class each) are spread; the longest work starts
+# first, so that none is left to run alone at the end.
 FILE_SECONDS = {
     "test_families.py": 170,
     "test_loaders.py": 165,
@@ -38,15 +38,10 @@ FILE_SECONDS = {
     "test_report_browser.py": 20,
     "test_bench_dry_run.py": 15,  # per test: a scenario each
 }
-SPREAD = {"test_bench_dry_run.py"}  # files whose tests any worker may take
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))  # stable: a file's tests keep their order
-    for item in items:
-        if item.path.name not in SPREAD:
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
 
 
 def compose_settings(*overrides: str) -> Any:

@@ -1,6 +1,6 @@
 """Every bench scenario's dry run (its smallest configuration, on CPU), through the one entry point: the jobs run
 through the real app, the scenario writes its folder (provenance and table), and the table holds the figures. One
-test per scenario, so that the suite's two workers share them (tests/conftest.py)."""
+test class per scenario, so that the suite's two workers share them (xdist's loadscope: a class is a unit)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,7 @@ TABLE_HOLDS = {
 }
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", list(SCENARIOS))
-def test_the_scenario_dry_runs_through_python_m_bench(name: str, ckpt_cache: Path, tmp_path: Path) -> None:
+def dry_run(name: str, ckpt_cache: Path, tmp_path: Path) -> None:
     root = tmp_path / "results"
     cmd = [sys.executable, "-m", "bench", "run", name, "--dry-run", "--results", str(root)]
     proc = subprocess.run(cmd, cwd=REPO, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=900)
@@ -50,3 +48,17 @@ def test_the_scenario_dry_runs_through_python_m_bench(name: str, ckpt_cache: Pat
         assert "| NO |" not in table
     if name == "seed":
         assert (folder / "naive-naive-profile.txt").read_text().count("function calls") >= 1
+
+
+def scenario_class(name: str) -> type:
+    @pytest.mark.slow
+    class DryRun:
+        def test_dry_runs_through_python_m_bench(self, ckpt_cache: Path, tmp_path: Path) -> None:
+            dry_run(name, ckpt_cache, tmp_path)
+
+    DryRun.__name__ = DryRun.__qualname__ = "TestDryRun_" + name.replace("-", "_")
+    return DryRun
+
+
+for _class in map(scenario_class, SCENARIOS):
+    globals()[_class.__name__] = _class
