@@ -60,6 +60,30 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+class JsonlTail:
+    """The JSON lines appended to a file since the last read, for readers that follow a running job: each read takes
+    only the new bytes, and a line still being written waits for the next read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self._at = path, 0
+
+    def new(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self._at)
+            chunk = fh.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self._at += len(complete)
+        rows = []
+        for line in complete.splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:  # as read_jsonl: a line no reader can use is skipped
+                continue
+        return rows
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so a reader never sees half a file (readers poll for spec.json to appear)."""
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")

@@ -73,15 +73,15 @@ class Event:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Event:
-        own = {f.name for f in fields(cls)} - {"memory", "facts"}
         memory = {k: data[k] for k in MEMORY_KEYS if k in data}
         return cls(
-            **{k: data[k] for k in own if k in data},
+            **{k: data[k] for k in EVENT_KEYS if k in data},
             memory=RankMemoryNow(**memory) if memory else None,
-            facts={k: v for k, v in data.items() if k not in own and k not in MEMORY_KEYS},
+            facts={k: v for k, v in data.items() if k not in EVENT_KEYS and k not in MEMORY_KEYS},
         )
 
 
+EVENT_KEYS = frozenset(f.name for f in fields(Event)) - {"memory", "facts"}  # an event line's own keys
 Events = dict[int, list[Event]]  # every rank's events, by rank (JobDir.read_events)
 
 

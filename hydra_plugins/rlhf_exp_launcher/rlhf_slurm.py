@@ -70,6 +70,14 @@ def job_resources(gpus: int, per_node_max: int, request_gpus: bool, cpus_per_ran
     }
 
 
+def job_return(overrides: List[str], config: DictConfig, job_dir: Path, status: str) -> JobReturn:  # noqa: UP006
+    """Hydra's record of a job the launcher settled itself (skipped, never run, or died without its own return):
+    the job's status (result.json's) as its return value; Hydra's status COMPLETED, so the sweep goes on."""
+    ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
+    ret.return_value = status
+    return ret
+
+
 class RlhfSlurmLauncher(SlurmLauncher):
     def _job_config(self, overrides: List[str], idx: int) -> DictConfig:  # noqa: UP006
         config = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
@@ -186,21 +194,15 @@ class RlhfSlurmLauncher(SlurmLauncher):
         for job, *_ in submitted:
             if job is not None:
                 job.cancel(check=False)
-        returns = []
-        for i, (overrides, config, job_dir, params, _) in enumerate(planned):
-            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
-            ret.return_value = "completed" if params is None else "failed"
+        for _, _, job_dir, params, name in planned:
             if params is not None:
-                record_not_run(JobDir(job_dir), "submit", f"{reason} (job #{i} not run)")
-            returns.append(ret)
-        return returns
+                record_not_run(JobDir(job_dir), "submit", f"{reason} ({name} not run)")
+        return [job_return(o, c, d, "completed" if p is None else "failed") for o, c, d, p, _ in planned]
 
     def _collect(self, job: Any, overrides: List[str], config: DictConfig, job_dir: Path) -> JobReturn:  # noqa: UP006
         """Node 0's JobReturn; a SLURM job that died without a result gets its failed result.json written here."""
         if job is None:  # skipped: already complete
-            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
-            ret.return_value = "completed"
-            return ret
+            return job_return(overrides, config, job_dir, "completed")
         try:
             return job.results()[0]
         except Exception as exc:  # the step died: a node task was killed, interrupted, or raised
@@ -209,11 +211,7 @@ class RlhfSlurmLauncher(SlurmLauncher):
 
             own = JobDir(job_dir).read_result()
             if own and own.get("run_id") == f"slurm-{job.job_id}":  # the job recorded itself (interrupted, say)
-                ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
-                ret.return_value = own["status"]
-                return ret
+                return job_return(overrides, config, job_dir, own["status"])
             result = record_dead_job(JobDir(job_dir), f"SLURM job {job.job_id} {job.state}: {str(exc).splitlines()[0][:300]}")
             log.warning(f"SLURM job {job.job_id} failed at stage {result['failure']['stage'] if result else '?'}")
-            ret = JobReturn(overrides=overrides, cfg=config, working_dir=str(job_dir), status=JobStatus.COMPLETED)
-            ret.return_value = "failed"
-            return ret
+            return job_return(overrides, config, job_dir, "failed")

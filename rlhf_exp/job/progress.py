@@ -3,7 +3,6 @@ ranks' events and the watcher's samples on disk. Live on a terminal (rich), one 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from rlhf_exp.config.units import GIB
-from rlhf_exp.jobdir import JobDir
+from rlhf_exp.jobdir import JobDir, JsonlTail
 from rlhf_exp.records import Event, Sample, is_header
 
 
@@ -31,10 +30,10 @@ class StageProgress:
         self.console = console or Console()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stage-progress", daemon=True)
-        self._seen = 0  # lines of rank 0's events already read
+        self._events = JsonlTail(job_dir.rank_events_file(0))
+        self._new_samples = JsonlTail(job_dir.samples_file())
         self._open: dict[str, float] = {}  # stage -> begin time
         self._samples: list[tuple[float, int]] = []  # (t, node_used) of every sample read so far
-        self._samples_at = 0  # bytes of the samples file already read: each poll reads only what is new
 
     def __enter__(self) -> StageProgress:
         if not self.quiet:
@@ -54,19 +53,8 @@ class StageProgress:
                 self._poll(status)
 
     def _read_new_samples(self) -> None:
-        path = self.job_dir.samples_file()
-        if not path.exists():
-            return
-        with open(path, "rb") as fh:
-            fh.seek(self._samples_at)
-            chunk = fh.read()
-        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line being written is read next time
-        self._samples_at += len(complete)
-        for line in complete.splitlines():
-            data = json.loads(line)
-            if not is_header(data):
-                sample = Sample.from_json(data)
-                self._samples.append((sample.t, sample.node_used))
+        samples = [Sample.from_json(data) for data in self._new_samples.new() if not is_header(data)]
+        self._samples += [(sample.t, sample.node_used) for sample in samples]
 
     def _node_gib(self, at: float | None = None) -> float | None:
         """Node memory above the baseline at time `at` (the latest sample by then), or now."""
@@ -86,17 +74,9 @@ class StageProgress:
             logging.getLogger(__name__).exception("on_stage_end(%s) failed", stage)
 
     def _poll(self, status: Any) -> None:
-        path = self.job_dir.rank_events_file(0)
-        if not path.exists():
-            return
-        lines = path.read_text().splitlines()
-        self._read_new_samples()
-        for line in lines[self._seen :]:
-            try:
-                ev = Event.from_json(json.loads(line))
-            except json.JSONDecodeError:
-                break  # being written: read it next time
-            self._seen += 1
+        events = [Event.from_json(data) for data in self._events.new()]
+        self._read_new_samples()  # after the events: the samples up to the newest event's time are in
+        for ev in events:
             if ev.event == "begin" and ev.stage:
                 self._open[ev.stage] = ev.t
             elif ev.closes_stage and ev.stage in self._open:

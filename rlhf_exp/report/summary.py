@@ -31,6 +31,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
     mine = [s.ranks[begin.rank] for s in samples if begin.rank in s.ranks]
     first, last = begin.memory, (close or begin).memory
     assert first is not None and last is not None  # begin, end and error events carry the rank's memory
+    rss_file_peak = max([r.rss_file for r in mine] + [last.rss_file])
     record = RankRecord(
         rank=begin.rank,
         pid=begin.pid,
@@ -41,8 +42,8 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
         pss_anon_end_gib=gib(last.pss_anon),
         pss_anon_peak_gib=gib(_max([*(r.pss_anon for r in mine), last.pss_anon])),
         uss_end_gib=gib(last.uss),
-        rss_file_rise_gib=gib(_max([r.rss_file for r in mine] + [last.rss_file]) - first.rss_file),
-        rss_file_peak_gib=gib(_max([r.rss_file for r in mine] + [last.rss_file])),
+        rss_file_rise_gib=gib(rss_file_peak - first.rss_file),
+        rss_file_peak_gib=gib(rss_file_peak),
         read_gib=gib(last.rchar - first.rchar),
     )
     for key in RANK_GPU_FIGURES:
