@@ -93,13 +93,14 @@ class RlhfSlurmLauncher(SlurmLauncher):
         """The job's config without Hydra's node, validated before anything is submitted (a bad value: one
         line, exit 2); returns (settings, the resolved config as the job will record it)."""
         from rlhf_exp.config.errors import ConfigError
-        from rlhf_exp.config.schema import to_plain, validate
+        from rlhf_exp.config.schema import settings_of, to_plain
 
         plain = OmegaConf.create(OmegaConf.to_container(config, resolve=False))
         with open_dict(plain):
             plain.pop("hydra", None)
         try:
-            return validate(plain), to_plain(plain)
+            resolved = to_plain(plain)  # once, as the job process does (cli/hydra_app.py)
+            return settings_of(resolved), resolved
         except ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             sys.exit(2)
