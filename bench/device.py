@@ -25,7 +25,8 @@ SITE = Path("/tmp/site")
 KEEP = Path("/tmp/bench_keep")  # outside the tree: the device tool re-copies the tree at every call
 LOG = KEEP / "bench.log"
 PID = KEEP / "bench.pid"
-NEEDED = ("deepspeed", "hydra", "omegaconf", "pydantic", "peft", "accelerate", "transformers")
+NEEDED = ("deepspeed", "hydra", "omegaconf", "pydantic", "peft", "accelerate", "transformers", "submitit")
+# without hydra-submitit-launcher, Hydra warns at every start that it cannot import the rlhf_slurm launcher plugin
 TRANSFORMERS_AT_LEAST = (5, 24)
 
 
