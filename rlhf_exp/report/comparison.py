@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -19,27 +20,60 @@ def engine_build_s(result: dict[str, Any]) -> float:
     )
 
 
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=1024)
+def _hydra_yaml(path: str, mtime_ns: int) -> Any:
+    """A file of the job's .hydra dir, parsed once per version (a report reads each job's several times)."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+
+
+def _hydra_file(result: dict[str, Any], name: str) -> Any:
+    path = Path(str(result.get("job_dir"))) / ".hydra" / name
+    try:
+        return _hydra_yaml(str(path), path.stat().st_mtime_ns)
+    except OSError:
+        return None
+
+
 def job_overrides(result: dict[str, Any]) -> dict[str, str]:
     """The overrides the job ran with, as Hydra recorded them in its dir (.hydra/overrides.yaml): key -> value."""
-    try:
-        items = yaml.safe_load((Path(str(result.get("job_dir"))) / ".hydra" / "overrides.yaml").read_text()) or []
-    except (OSError, yaml.YAMLError):
-        return {}
+    items = _hydra_file(result, "overrides.yaml") or []
     pairs = (str(item).lstrip("+~").split("=", 1) for item in items if "=" in str(item))
     return {key: value for key, value in pairs if not key.startswith("hydra.")}
 
 
+def job_value(result: dict[str, Any], key: str) -> str:
+    """The job's value of `key`: its override; else the config group Hydra chose (.hydra/hydra.yaml); else the value in
+    its resolved config. Jobs of different sweeps in one dir override different keys: each still has a value."""
+    overrides = job_overrides(result)
+    if key in overrides:
+        return overrides[key]
+    choices = (((_hydra_file(result, "hydra.yaml") or {}).get("hydra") or {}).get("runtime") or {}).get("choices") or {}
+    if key in choices:
+        return str(choices[key])
+    node: Any = result.get("config") or {}
+    for part in key.split("."):
+        node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+    if node is _MISSING or isinstance(node, (dict, list)):
+        return "-"
+    return "null" if node is None else str(node).lower() if isinstance(node, bool) else str(node)
+
+
 def swept_keys(results: list[dict[str, Any]]) -> list[str]:
-    """The override keys whose value differs between the jobs: what names each job of a sweep."""
-    overrides = [job_overrides(r) for r in results]
-    keys = sorted({k for o in overrides for k in o})
-    return [k for k in keys if len({o.get(k) for o in overrides}) > 1]
+    """The override keys whose value differs between the jobs: what names each job of a sweep (or of several sweeps
+    into one dir)."""
+    keys = sorted({k for r in results for k in job_overrides(r)})
+    return [k for k in keys if len({job_value(r, k) for r in results}) > 1]
 
 
 def config_label(result: dict[str, Any], keys: list[str], sep: str = " ") -> str:
     """The job by the swept keys (`keys`), e.g. "gpus=2 loader=naive zero=stage3"; its dir name when none is swept."""
-    overrides = job_overrides(result)
-    return sep.join(f"{k}={overrides.get(k, '-')}" for k in keys) or _job_name(result)
+    return sep.join(f"{k}={job_value(result, k)}" for k in keys) or _job_name(result)
 
 
 def comparison_row(result: dict[str, Any], keys: list[str] | None = None) -> dict[str, Any]:

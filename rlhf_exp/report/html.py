@@ -200,9 +200,14 @@ def _table(headers: list[str], rows: list[list[str]], css: str = "") -> str:
     return f"<table class='{css}'><tr>{head}</tr>{body}</table>"
 
 
-def _figure(fid: str, caption: str, fig: plt.Figure) -> str:
+def _figure(fid: str, caption: str, fig: plt.Figure, series: list[str] | None = None) -> str:
+    """A figure as an inline PNG; `series`: its lines' labels, named under it (the legend is inside the image)."""
     image = f'<img class="plot" alt="{fid}" src="data:image/png;base64,{_png(fig)}">'
-    return f'<figure id="{fid}"><figcaption>{html.escape(caption)}</figcaption>{image}</figure>'
+    listed = ""
+    if series is not None:
+        items = "".join(f"<li>{html.escape(label)}</li>" for label in series)
+        listed = f"<ul class='series' data-series='{len(series)}'>{items}</ul>"
+    return f'<figure id="{fid}"><figcaption>{html.escape(caption)}</figcaption>{image}{listed}</figure>'
 
 
 def job_section(result: dict[str, Any], index: int, keys: list[str]) -> str:
@@ -235,8 +240,10 @@ def render(results: list[dict[str, Any]], title: str) -> str:
     parts = [_table([h for _, h, _ in COLUMNS], rows, "summary")]
     measured = [r for r in results if r.get("stages")]
     if len({r["gpus"] for r in measured}) > 1:
-        parts.append(_figure("node_peak_vs_gpus", "Node host peak vs GPUs, per loader", node_peak_figure(measured)))
-        parts.append(_figure("load_time_vs_gpus", "Load time vs GPUs, per loader", load_time_figure(measured)))
+        series = list(by_config(measured, but="gpus"))  # one line per configuration, as the figures draw them
+        caption = "vs GPUs, one line per configuration (every swept key but gpus)"
+        parts.append(_figure("node_peak_vs_gpus", f"Node host peak {caption}", node_peak_figure(measured), series))
+        parts.append(_figure("load_time_vs_gpus", f"Load time {caption}", load_time_figure(measured), series))
     if measured:
         parts.append(_figure("stage_bars", "Per-stage host and GPU memory, per job", stage_bars_figure(measured)))
     parts += [job_section(r, i, keys) for i, r in enumerate(results)]
