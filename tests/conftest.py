@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 # first, so that none is left to run alone at the end.
 FILE_SECONDS = {
     "test_families.py": 170,
+    "test_readme_commands.py": 140,
     "test_loaders.py": 165,
     "test_reliability.py": 105,
     "test_slurm.py": 100,
@@ -35,7 +36,7 @@ FILE_SECONDS = {
     "test_end_to_end.py": 45,
     "test_ppo.py": 36,
     "test_wheel.py": 22,
-    "test_report_browser.py": 20,
+    "test_report_browser.py": 60,
     "test_bench_dry_run.py": 15,  # per test: a scenario each
 }
 
