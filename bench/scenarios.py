@@ -110,6 +110,7 @@ SCENARIOS: dict[str, Scenario] = {
                     "shared-zero3",
                     ("naive", "zero3_init", "zero3_init:library"),
                     (*SHARED, "zero=stage3", "verify_weights=true", "ppo.steps=1"),
+                    dry_loaders=("naive", "zero3_init"),  # zero3_init:library against it: zero3-profile's dry run
                 ),
             ),
             table=digests.table,

@@ -6,6 +6,7 @@ The layout is checkpoints/files.py's.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import math
@@ -120,6 +121,17 @@ def _generate(preset: str, kind: CheckpointKind, dtype: str, tmp: Path, seed: in
         head = (torch.randn(1, value_head_width(config), generator=gen) * 0.02).to(torch_dtype(dtype))
         save_file({"v_head.weight": head}, tmp / VALUE_HEAD_FILE, metadata={"format": "pt"})
     (tmp / COMPLETE_MARKER).write_text("ok\n")
+
+
+def check_cache_dir(cache: Path) -> None:
+    """model.cache_dir usable, decided without creating it (a refused job writes nothing): its nearest existing
+    ancestor (or itself) a directory this process can write."""
+    existing = next(p for p in (cache, *cache.parents) if p.exists() or p == p.parent)
+    problem = None if existing.is_dir() else errno.ENOTDIR
+    if problem is None and existing != cache and not os.access(existing, os.W_OK | os.X_OK):
+        problem = errno.EACCES
+    if problem is not None:
+        raise ConfigError(f"model.cache_dir: cannot use {cache}: {os.strerror(problem)}; valid: a directory you can write")
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhf_exp.checkpoints.checks import check_checkpoint
-from rlhf_exp.checkpoints.generate import existing_checkpoint, resolve_checkpoint
+from rlhf_exp.checkpoints.generate import check_cache_dir, existing_checkpoint, resolve_checkpoint
 from rlhf_exp.config.deepspeed import check_role_configs
 from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import RunSettings
@@ -87,6 +87,7 @@ def prepare_job(settings: RunSettings, config: dict[str, Any], job_dir: JobDir, 
     """Device, checkpoints, checks and plan, then (only then) a fresh job dir with plan.json and spec.json.
 
     Raises ConfigError (one line) on any check."""
+    check_cache_dir(Path(settings.model.cache_dir))
     device, backend = resolve_device(settings)
     os.environ["DS_ACCELERATOR"] = device  # DeepSpeed's accelerator as the job decided it, quietly (ranks inherit it)
     check_role_configs(settings, device)
