@@ -142,6 +142,7 @@ class TrainSettings(Strict):
     grad_accum: int = Field(gt=0)
     lr: float = Field(gt=0)
     weight_decay: float = Field(ge=0)
+    optimizer_states_at_init: bool = False  # DeepSpeed 0.9's timing: ZeRO-1/2 Adam states at deepspeed.initialize
 
 
 class PpoSettings(Strict):

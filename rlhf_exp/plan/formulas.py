@@ -28,7 +28,9 @@ init (deepspeed.initialize)
   weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
                    under ZeRO-3 a rank keeps eP/N
   optimizer        4T bytes held (the fp32 master copy), divided by N for ZeRO >= 1; Adam's m and v and the fp32
-                   gradients appear at the first step (ppo_costs). ZeRO-3 train roles on a GPU also hold DeepSpeed's
+                   gradients appear at the first step (ppo_costs); with train.optimizer_states_at_init (DeepSpeed
+                   0.9's timing) ZeRO-1/2's m and v, 8T/N, are held from init on, and a zero fp32 gradient 4T/N is
+                   transient there. ZeRO-3 train roles on a GPU also hold DeepSpeed's
                    gradient bucket, reduce_bucket_size (5e8) x e, and pass ZERO3_INIT_HOST of host transient
   offload          the optimizer (and under ZeRO-3 the weights' partition) in host memory instead of the GPU
   GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank; with ZeRO-3, ZERO3_DRIVER_HOST of node
@@ -55,8 +57,10 @@ from rlhf_exp.loaders.registry import LoaderSpec, get_spec
 from rlhf_exp.loaders.twin import twin_source
 from rlhf_exp.plan import load_costs
 from rlhf_exp.plan.machine import Target
-from rlhf_exp.plan.ppo_costs import ppo_costs
+from rlhf_exp.plan.ppo_costs import adam_states, ppo_costs, states_at_init
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape, StagePlan
+
+TRAINED = {"train_actor": "actor", "train_critic": "critic"}  # the PPO parts that step a role's optimizer
 
 MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
 ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
@@ -174,7 +178,13 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         # the ZeRO-3 driver share shows during init when the load already partitioned (zero3_init), after it otherwise
         during = runtime if spec.partitioned else RankMemory(host_private=runtime.host_private)
         costs = [(t.plus(during), after.plus(runtime)) for t, after in costs]
+        states = states_at_init(settings, role, shape, n)  # DeepSpeed 0.9's timing: Adam's states now, not at the step
+        if states:
+            place = (lambda b: RankMemory(gpu=b)) if on_gpu and not offload else (lambda b: RankMemory(host_private=b))
+            zero_grads = states / 2  # 0.9's zero fp32 gradient of the partition, during its step
+            costs = [(t.plus(place(states + zero_grads)), after.plus(place(states))) for t, after in costs]
         _add_stage(plan, engine_stage(role, "init"), held, costs, base, local, on_gpu)  # counts the loaded model
+        plan.stages[-1].optimizer_state_gib = round(states / GIB, 6)  # as the ranks record it
         held = [held[r].plus(costs[r][1]) for r in range(local)]
     if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
         largest = max(st.rank_rise_gib for st in plan.stages) * GIB
@@ -185,6 +195,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         held = [h.plus(kept) for h in held]
         for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
+            if part in TRAINED:  # the role's states after its step, whenever they came
+                role = TRAINED[part]
+                stage = role_stage(getattr(settings.zero, role))
+                plan.stages[-1].optimizer_state_gib = round(adam_states(shapes[role], stage, n) / GIB, 6)
             held = [h.plus(after) for h in held]
     return plan
 

@@ -9,13 +9,15 @@ score         actor and ref logits b s V e held together, then the fp32 copy and
 train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copies included), the logits and their
               fp32 log-softmax and its gradient (e + 3 x 4 bytes per b s V), the gradients of the trainable parameters
               (e T in ZeRO's buckets, 4T/N fp32 under ZeRO >= 2, 4T otherwise) and Adam's m and v (8T/N under
-              ZeRO >= 1), which stay after the step
+              ZeRO >= 1), which stay after the step; with train.optimizer_states_at_init (DeepSpeed 0.9's timing)
+              ZeRO-1/2's m and v come at the role's init stage instead, with a transient zero fp32 gradient 4T/N
 train_critic  the same for the critic, whose head emits one value per token instead of V logits
 Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see formulas.py's docstring.
 """
 
 from __future__ import annotations
 
+from rlhf_exp.config.roles import TRAIN_ROLES
 from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.plan.terms import RankMemory, RoleShape
@@ -36,16 +38,29 @@ def _place(nbytes: float, on_gpu: bool) -> RankMemory:
     return RankMemory(gpu=nbytes) if on_gpu else RankMemory(host_private=nbytes)
 
 
+def adam_states(shape: RoleShape, stage: int, n: int) -> float:
+    """Bytes of Adam's m and v on a rank: fp32, of its partition under ZeRO >= 1."""
+    return ADAM_BYTES * shape.trainable / (n if stage >= 1 else 1)
+
+
+def states_at_init(settings: RunSettings, role: str, shape: RoleShape, n: int) -> float:
+    """Adam's states a rank holds from deepspeed.initialize on: DeepSpeed 0.9's timing for ZeRO-1/2
+    (train.optimizer_states_at_init, rank/optimizer_states.py); 0 where they come with the first step."""
+    stage = role_stage(getattr(settings.zero, role))
+    early = settings.train.optimizer_states_at_init and role in TRAIN_ROLES and stage in (1, 2)
+    return adam_states(shape, stage, n) if early else 0.0
+
+
 def _train(
-    shape: RoleShape, e: int, zero: RoleZero, n: int, tokens: int, head: int, on_gpu: bool
+    shape: RoleShape, e: int, zero: RoleZero, n: int, tokens: int, head: int, on_gpu: bool, states_held: bool
 ) -> tuple[RankMemory, RankMemory]:
     """(transient, held after) of one training step of a role whose head emits `head` values per token; offload keeps
-    the fp32 gradients and Adam's states in host memory."""
+    the fp32 gradients and Adam's states in host memory; `states_held`: Adam's states came with initialize."""
     t, stage = shape.trainable, role_stage(zero)
     activations = shape.layers * tokens * (ACT_H * shape.hidden + ACT_I * shape.intermediate) * e
     head_out = tokens * head * (e + 3 * FP32)
     fp32_grads = FP32 * t / (n if stage >= 2 else 1)
-    adam = ADAM_BYTES * t / (n if stage >= 1 else 1)
+    adam = 0.0 if states_held else adam_states(shape, stage, n)
     device = _place(activations + head_out + e * t, on_gpu)
     optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
     held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
@@ -63,8 +78,9 @@ def ppo_costs(
     kv_cache = 2 * actor.layers * tokens * actor.kv_width * e
     prefill = b * settings.ppo.prompt_len * (4 * actor.hidden + 2 * actor.intermediate) * e
     score = 2 * tokens * actor.vocab * e + 2 * FP32 * tokens * actor.vocab
-    actor_step, actor_held = _train(actor, e, settings.zero.actor, n, tokens, actor.vocab, on_gpu)
-    critic_step, critic_held = _train(critic, e, settings.zero.critic, n, tokens, 1, on_gpu)
+    early = {role: states_at_init(settings, role, shapes[role], n) > 0 for role in ("actor", "critic")}
+    actor_step, actor_held = _train(actor, e, settings.zero.actor, n, tokens, actor.vocab, on_gpu, early["actor"])
+    critic_step, critic_held = _train(critic, e, settings.zero.critic, n, tokens, 1, on_gpu, early["critic"])
     parts = [
         ("generate", _place(kv_cache + prefill, on_gpu), RankMemory()),
         ("score", _place(score, on_gpu), RankMemory()),

@@ -92,6 +92,8 @@ class StagePlan:
     gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
     # file pages in the largest rank's RSS: its libraries' (the base's shared part) and the checkpoint pages it mapped
     rank_file_gib: float = compared("rank_rss_file_peak_max_gib", "rank RssFile")
+    # Adam's states of the stage's role on a rank (its init: DeepSpeed 0.9's timing; its training step)
+    optimizer_state_gib: float = compared("optimizer_state_gib", "optimizer states")
 
 
 # planned figure -> (the stage record's field it is shown against (report/record.py declares those), its label)

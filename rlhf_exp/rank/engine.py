@@ -20,10 +20,11 @@ from rlhf_exp.config.deepspeed import engine_dtype_name, role_ds_config, zero_st
 from rlhf_exp.config.roles import ROLE_CHECKPOINT, ROLE_KIND, ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.stages import engine_stage
-from rlhf_exp.config.units import torch_dtype
+from rlhf_exp.config.units import GIB, torch_dtype
 from rlhf_exp.loaders.base import LoadRequest, node_world_size
 from rlhf_exp.loaders.registry import get_spec
 from rlhf_exp.loaders.twin import twin_source
+from rlhf_exp.rank import optimizer_states
 from rlhf_exp.rank.lora import apply_lora, count_parameters
 from rlhf_exp.rank.recorder import StageRecorder
 from rlhf_exp.rank.reward_model import RewardModel, load_value_head
@@ -108,7 +109,10 @@ def build_engine(
             info["trainable_params"], info["params"] = count_parameters(model)
         with recorder.stage(engine_stage(role, "init")) as info:
             engines[role] = initialize_role(settings, role, model, ds_config)
+            if settings.train.optimizer_states_at_init:
+                optimizer_states.allocate_at_init(engines[role])
             info["zero_stage"] = zero_stage(ds_config)
+            info["optimizer_state_gib"] = round(optimizer_states.state_bytes(engines[role]) / GIB, 6)
             del model
         if settings.verify_weights:
             record_weight_digests(engines[role], recorder, role)

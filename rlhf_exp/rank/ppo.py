@@ -17,6 +17,8 @@ import torch.nn.functional as F
 
 from rlhf_exp.config.schema import PpoSettings
 from rlhf_exp.config.stages import ppo_stage
+from rlhf_exp.config.units import GIB
+from rlhf_exp.rank import optimizer_states
 from rlhf_exp.rank.recorder import StageRecorder
 
 Experience = dict[str, torch.Tensor]
@@ -174,5 +176,7 @@ def run_ppo(engines: dict[str, Any], ppo: PpoSettings, batch: int, seed: int, re
             exp = score(engines, seq)
         with recorder.stage(ppo_stage(step, "train_actor")) as info:
             info.update(train_actor(actor, ppo, seq, exp, ppo.prompt_len))
+            info["optimizer_state_gib"] = round(optimizer_states.state_bytes(actor) / GIB, 6)
         with recorder.stage(ppo_stage(step, "train_critic")) as info:
             info.update(train_critic(engines["critic"], ppo, seq, exp, ppo.prompt_len))
+            info["optimizer_state_gib"] = round(optimizer_states.state_bytes(engines["critic"]) / GIB, 6)

@@ -91,6 +91,7 @@ class StageRecord:
     trainable_params: int | None = measured("trainable parameters", "")
     zero_stage: int | None = measured("ZeRO stage", "")
     copied_from: str | None = measured("weights copied from", "")  # a load that copied an earlier role's (loaders/twin.py)
+    optimizer_state_gib: float | None = measured("optimizer states", "GiB")  # the role's Adam states (torch's tensors)
     tokens: int | None = measured("tokens", "")
     actor_loss: float | None = measured("actor loss", "")
     critic_loss: float | None = measured("critic loss", "")
@@ -124,6 +125,7 @@ STAGE_FACTS = (
     "trainable_params",
     "zero_stage",
     "copied_from",
+    "optimizer_state_gib",
     "tokens",
     "actor_loss",
     "critic_loss",

@@ -51,3 +51,28 @@ def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: R
     assert_complete_result(result, gpus, int(zero.removeprefix("stage")))  # every stage measured, figures plausible
     assert "ppo1.train_actor" in proc.stdout and "node Δ: the node" in proc.stdout  # the printed table, its legend
     assert_ppo_step(result, gpus)
+
+
+def test_deepspeed_09s_timing_allocates_adam_states_at_init_and_changes_nothing_else(tmp_path: Path, ckpt_cache: Path) -> None:
+    """train.optimizer_states_at_init at ZeRO-2, 2 ranks: each train role's Adam states exist from its init on (the
+    torch optimizer's own tensors, as the plan says), and the weights after the PPO step are bit-identical."""
+    from conftest import run_sweep_in
+
+    overrides = ("train.optimizer_states_at_init=false,true", "gpus=2", "verify_weights=true", "wandb.mode=disabled")
+    proc, (off, on) = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert off["config"]["train"]["optimizer_states_at_init"] is False and on["config"]["train"]["optimizer_states_at_init"]
+    for result, early in ((off, False), (on, True)):
+        assert_complete_result(result, 2, 2)
+        rows = {row["stage"]: row for row in result["stages"]}
+        planned = {st["stage"]: st for st in result["plan"]["stages"]}
+        for stage in ("actor.init", "critic.init", "ppo1.train_actor", "ppo1.train_critic"):
+            measured = rows[stage]["optimizer_state_gib"]
+            assert (measured > 0) == (early or stage.startswith("ppo1")), (early, stage, measured)
+            # m and v planned; the measure also holds Adam's step counters (a few bytes)
+            assert measured == pytest.approx(planned[stage]["optimizer_state_gib"], rel=0.02, abs=2e-6), (early, stage)
+        assert rows["ref.init"]["optimizer_state_gib"] == rows["reward.init"]["optimizer_state_gib"] == 0
+    for name in ("actor", "critic", "ref", "reward"):
+        for when in ("", ".after_ppo"):
+            weights = f"weights/{name}{when}.json"
+            assert (Path(on["job_dir"]) / weights).read_text() == (Path(off["job_dir"]) / weights).read_text(), weights

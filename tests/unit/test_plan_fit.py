@@ -90,3 +90,29 @@ def test_the_console_verdict_shows_the_gpu_figure_the_fit_check_compares() -> No
     assert shared == expected + ": fits"
     alone = plan_verdict({**plan, "machine": {"ranks_per_gpu": 1}, "fits": False, "first_misfit": "ppo1.train_actor"})
     assert "GPU 16.70 GiB of 140.4 GiB per GPU: does not fit at ppo1.train_actor" in alone
+
+
+def test_deepspeed_09s_timing_moves_zero2_adam_states_from_the_first_step_to_init() -> None:
+    """train.optimizer_states_at_init: Adam's m and v (8 bytes per trainable parameter over the ranks) held from each
+    train role's init, with 0.9's zero fp32 gradient (4 bytes) beside them during it; the PPO step's peak unchanged."""
+    from rlhf_exp.plan.ppo_costs import adam_states
+
+    seed = ("model=llama-13b", "lora=r128", "gpus=2", "loader=naive", "machine=a100-80g-8x")
+    for zero, early in (("stage2", True), ("stage1", True), ("stage3", False), ("stage0", False)):
+        settings, off, _ = plans_on(*seed, f"zero={zero}")
+        _, on, _ = plans_on(*seed, f"zero={zero}", "train.optimizer_states_at_init=true")
+        shapes = role_shapes(settings, {})
+        before = {st.stage: st for st in off["naive"].stages}
+        after = {st.stage: st for st in on["naive"].stages}
+        states = {role: adam_states(shapes[role], int(zero[-1]), 2) / GIB if early else 0.0 for role in ("actor", "critic")}
+        assert after["actor.init"].optimizer_state_gib == pytest.approx(states["actor"], abs=1e-4)
+        assert before["actor.init"].optimizer_state_gib == 0.0
+        rise = {name: after[name].gpu_rank_gib - before[name].gpu_rank_gib for name in before}
+        assert rise["actor.init"] == pytest.approx(1.5 * states["actor"], abs=1e-3), zero  # m, v and the zero gradient
+        assert rise["ref.init"] == pytest.approx(states["actor"], abs=1e-3), zero  # held from then on
+        assert rise["reward.init"] == pytest.approx(states["actor"] + states["critic"], abs=1e-3), zero
+        # the actor's step holds its own either way, and now the critic's too; from the critic's step on, the same
+        assert rise["ppo1.train_actor"] == pytest.approx(states["critic"], abs=1e-3), zero
+        assert rise["ppo1.train_critic"] == pytest.approx(0.0, abs=1e-3), zero
+        for part in ("ppo1.train_actor", "ppo1.train_critic"):
+            assert after[part].optimizer_state_gib == before[part].optimizer_state_gib > 0
