@@ -37,6 +37,7 @@ FILE_SECONDS = {
     "test_ppo.py": 36,
     "test_wheel.py": 22,
     "test_report_browser.py": 60,
+    "test_emulation.py": 40,
     "test_bench_dry_run.py": 15,  # per test: a scenario each
 }
 

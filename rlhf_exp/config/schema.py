@@ -175,6 +175,8 @@ class MachineSettings(Strict):
     gpu_gib: float | None = Field(default=None, gt=0)  # per GPU
     gpus_per_node: int | None = Field(default=None, gt=0)
     nodes: int | None = Field(default=None, gt=0)
+    emulate: bool = False  # run as if on this machine: its host and GPU memory as caps (memory/emulation.py)
+    emulate_host_with: Literal["auto", "cgroup", "watchdog"] = "auto"  # auto: a cgroup where this host allows one
 
 
 class PlanSettings(Strict):
@@ -242,6 +244,17 @@ class RunSettings(Strict):
             raise ValueError(f"fault.stage: {self.fault.stage!r} is not a stage of this job; valid: {', '.join(stages)}")
         if self.fault.stage is not None and self.fault.rank >= self.gpus:
             raise ValueError(f"fault.rank: {self.fault.rank} is not a rank of this job; valid: 0 to {self.gpus - 1}")
+        return self
+
+    @model_validator(mode="after")
+    def _emulation_needs_a_machine(self) -> RunSettings:
+        machine = self.machine
+        if machine.emulate and machine.host_gib is None and machine.gpu_gib is None:
+            raise ValueError(
+                f"machine.emulate: machine={machine.name} sets neither host_gib nor gpu_gib, so there is nothing to "
+                "emulate; valid: a target machine (machine=a100-80g-8x, h100-80g-8x, h200-141g-8x), or "
+                "machine.host_gib= and/or machine.gpu_gib="
+            )
         return self
 
     @model_validator(mode="after")

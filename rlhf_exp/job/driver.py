@@ -18,6 +18,7 @@ from torch.distributed.elastic.multiprocessing.api import SignalException
 
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import gib
+from rlhf_exp.job.emulate import emulation_record, host_cap, oom_verdict
 from rlhf_exp.job.failure import LaunchOutcome
 from rlhf_exp.job.guard import JobGuard
 from rlhf_exp.job.launch import launch_ranks, start_watcher, stop_watcher
@@ -27,6 +28,7 @@ from rlhf_exp.job.progress import StageProgress
 from rlhf_exp.job.result import assemble_result, check_not_another_configs_result, completed_result, job_meta
 from rlhf_exp.jobdir import Failure, JobDir, JobSpec
 from rlhf_exp.memory import kernel
+from rlhf_exp.memory.emulation import CGROUP_ENV, remove_job_cgroup
 from rlhf_exp.report.summary import summarize
 from rlhf_exp.report.table import print_result
 from rlhf_exp.report.tracking import Tracker
@@ -66,7 +68,7 @@ def run_job(
     started = time.time()
     try:
         outcome, extra = measure(spec, job_dir, placement, lambda stage: tracker.stage_ended(job_dir, stage))
-        result = assemble_result(job_dir, outcome, time.time() - started, extra)
+        result = assemble_result(job_dir, outcome, time.time() - started, extra, oom_verdict(extra["emulation"]))
     except BaseException as exc:  # the job itself broke: still close the tracked run, naming where
         finish_crashed(tracker, job_dir, exc)
         raise
@@ -95,17 +97,23 @@ def measure(
     settings = spec.settings
     cgroup = kernel.CgroupMemory()
     cgroup_reset = cgroup.reset_peak()
-    watcher = start_watcher(job_dir, settings.watcher, placement.ranks_per_node, placement.node)
+    host = host_cap(settings, f"rlhf_exp-{placement.run_id}-node{placement.node}")  # machine.emulate
+    cap_gib = host.cap_gib if host and host.by == "watchdog" else None
+    watcher = start_watcher(job_dir, settings.watcher, placement.ranks_per_node, placement.node, cap_gib)
     guard = JobGuard(job_dir, watcher, settings.job_timeout_s)
     try:
         threads = max(1, (os.cpu_count() or 1) // placement.ranks_per_node)  # ranks share the cores
+        # the ranks inherit the job process's environment: set (or clear, for the next job of a sweep) the cgroup
+        env = {"OMP_NUM_THREADS": str(threads), **RANK_ALLOCATOR, CGROUP_ENV: host.path if host and host.path else ""}
         try:
             with guard, StageProgress(job_dir, quiet=not placement.first, on_stage_end=on_stage_end):
-                outcome = launch_ranks(job_dir, placement, {"OMP_NUM_THREADS": str(threads), **RANK_ALLOCATOR})
+                outcome = launch_ranks(job_dir, placement, env)
         except SignalException as err:  # the guard's SIGTERM landed just as the ranks finished
             outcome = LaunchOutcome(ok=False, stopped_by=err.sigval.name)
     finally:
         stop_watcher(watcher, job_dir)
+        emulation = emulation_record(settings, spec.device, host)
+        remove_job_cgroup(host.path if host else None)
     if not outcome.ok:  # the guard stopped it, or the watchdog killed the ranks before the guard looked: say why
         outcome.guard_stop = guard.stop or (guard.watchdog_stop() if not outcome.stopped_by else None)
     peak = cgroup.peak_bytes()
@@ -114,5 +122,6 @@ def measure(
         "nodes": placement.nodes,
         "cgroup": cgroup.describe(),
         "cgroup_hwm_gib": gib(peak) if cgroup_reset and peak else None,
+        "emulation": emulation,
     }
     return outcome, extra

@@ -24,11 +24,16 @@ from rlhf_exp.job.placement import Placement
 from rlhf_exp.jobdir import JobDir
 
 
-def start_watcher(job_dir: JobDir, watcher: WatcherSettings, ranks: int, node: int = 0) -> subprocess.Popen:
-    """Start the watcher and wait for its first sample (the baseline) before any rank starts."""
+def start_watcher(
+    job_dir: JobDir, watcher: WatcherSettings, ranks: int, node: int = 0, cap_gib: float | None = None
+) -> subprocess.Popen:
+    """Start the watcher and wait for its first sample (the baseline) before any rank starts. `cap_gib`: the
+    emulated host cap the watchdog holds the job to (machine.emulate without a cgroup)."""
     watchdog = ["--lead-s", str(watcher.lead_s)]
     if watcher.max_node_fraction is not None:
         watchdog += ["--max-node-fraction", str(watcher.max_node_fraction)]
+    if cap_gib is not None:
+        watchdog += ["--cap-gib", str(cap_gib)]
     interval_s = watcher.interval_s
     args = ["--parent", str(os.getpid()), "--interval", str(interval_s), "--ranks", str(ranks), "--node", str(node)]
     proc = subprocess.Popen([sys.executable, "-m", "rlhf_exp.memory.watcher", str(job_dir.path), *args, *watchdog])

@@ -19,6 +19,7 @@ from rlhf_exp.config.roles import CHECKPOINT_KIND
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import gib
 from rlhf_exp.job.device import resolve_device
+from rlhf_exp.job.emulate import check_host_cap
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory.kernel import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
@@ -88,6 +89,7 @@ def prepare_job(settings: RunSettings, config: dict[str, Any], job_dir: JobDir, 
 
     Raises ConfigError (one line) on any check."""
     check_cache_dir(Path(settings.model.cache_dir))
+    check_host_cap(settings, f"rlhf_exp-{run_id}-probe")  # machine.emulate_host_with=cgroup: this host allows one
     device, backend = resolve_device(settings)
     os.environ["DS_ACCELERATOR"] = device  # DeepSpeed's accelerator as the job decided it, quietly (ranks inherit it)
     check_role_configs(settings, device)

@@ -65,3 +65,40 @@ class Nvml:
         if index >= len(self.handles):
             return None
         return int(self._pynvml.nvmlDeviceGetMemoryInfo(self.handles[index]).total)
+
+    def process_used_bytes(self, index: int, pid: int) -> int | None:
+        """What the device holds for process `pid` (its CUDA context and allocations); None where NVML cannot say
+        (a container's own pid namespace)."""
+        if index >= len(self.handles):
+            return None
+        try:
+            procs = self._pynvml.nvmlDeviceGetComputeRunningProcesses(self.handles[index])
+        except Exception:
+            return None
+        used = [p.usedGpuMemory for p in procs if p.pid == pid and p.usedGpuMemory is not None]
+        return int(used[0]) if used else None
+
+
+def cap_allocator(device: torch.device, gpu_bytes: int, context_fallback: int) -> dict[str, float]:
+    """Cap this rank's torch allocator so that allocator and CUDA context together stay within `gpu_bytes`, as one
+    card of that size would count them (machine.emulate). The context: NVML's figure for this process less torch's
+    reserve, measured now; `context_fallback` where NVML cannot see the process."""
+    import os
+
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    torch.cuda.synchronize(device)
+    held = Nvml().process_used_bytes(index, os.getpid())
+    context = held - torch.cuda.memory_reserved(device) if held is not None else context_fallback
+    total = torch.cuda.get_device_properties(index).total_memory
+    allowed = max(gpu_bytes - context, 0)
+    torch.cuda.set_per_process_memory_fraction(min(allowed / total, 1.0), device)
+    gib = 1024**3
+    return {
+        "cap_gib": round(gpu_bytes / gib, 3),
+        "allocator_cap_gib": round(allowed / gib, 3),
+        "context_gib": round(context / gib, 3),
+        "context_from": "nvml" if held is not None else "plan (CUDA_CONTEXT_GPU)",
+        "card_gib": round(total / gib, 3),
+    }

@@ -116,7 +116,7 @@ def oom_kill_count() -> int | None:
     return None
 
 
-def _cgroup_dir() -> tuple[Path, int] | None:
+def cgroup_dir() -> tuple[Path, int] | None:
     """This process's memory cgroup directory and cgroup version (1 or 2), if mounted."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
@@ -143,7 +143,7 @@ class CgroupMemory:
     """Reads the current usage and kernel high-water mark of this process's memory cgroup."""
 
     def __init__(self) -> None:
-        found = _cgroup_dir()
+        found = cgroup_dir()
         self.path, self.version = found if found else (None, 0)
 
     @property

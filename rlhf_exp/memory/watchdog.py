@@ -9,6 +9,9 @@ handler) leave room for on a full host. So the watchdog:
   from now at the same pace, at or above the limit (`max_node_fraction` of MemTotal);
 - then writes the stop reason for the job's guard first and SIGKILLs this node's ranks itself: a killed process
   allocates nothing more, at once. The guard then stops the job and names the watchdog and the stage.
+With `machine.emulate` and no cgroup for the job (memory/emulation.py) it also holds the job to the emulated host
+cap: the node figure at most `cap` above its first poll (the level before the ranks started), checked exactly, as
+the target's kernel would, with no projection.
 Its record (watchdog.json) holds the limit, the trip, the highest node figure its polls saw and the kernel's own
 count of OOM kills on the node while it watched (/proc/vmstat oom_kill): proof of who stopped the job.
 """
@@ -52,6 +55,8 @@ class WatchdogRecord:
     trip: Trip | None = None
     killed: list[int] = field(default_factory=list)  # ranks this watchdog SIGKILLed
     oom_kills: int | None = None  # the kernel's OOM kills on this node while it watched; None where not reported
+    cap: int | None = None  # machine.emulate: the job's host cap above the node figure of the first poll
+    cap_limit: int | None = None  # that first figure plus the cap
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,6 +67,15 @@ def projected_trip(history: deque[tuple[float, int]], limit: int) -> Trip | None
     t, used = history[-1]
     climb = max(0, used - min(u for _, u in history))
     return Trip(t=time.time(), node_used=used, climb=climb, projected=used + climb) if used + climb >= limit else None
+
+
+def cap_reason(trip: Trip, record: WatchdogRecord, killed: list[int]) -> str:
+    assert record.cap is not None and record.cap_limit is not None
+    rise = trip.node_used - (record.cap_limit - record.cap)
+    return (
+        f"emulated host: the job's node memory rose {rise / GIB:.2f} GiB above its start, past the cap "
+        f"{record.cap / GIB:.2f} GiB (machine.host_gib x plan.host_fraction); ranks {killed or 'none yet'} killed"
+    )
 
 
 def trip_reason(trip: Trip, record: WatchdogRecord, max_fraction: float, killed: list[int]) -> str:
@@ -84,12 +98,13 @@ class Watchdog(threading.Thread):
         max_fraction: float | None,
         lead_s: float,
         poll_s: float = POLL_S,
+        cap_bytes: int | None = None,
     ) -> None:
         super().__init__(name="watchdog", daemon=True)
         self.job_dir, self.ranks, self.max_fraction = job_dir, ranks, max_fraction
         total = kernel.node_total_bytes()
         limit = int(max_fraction * total) if max_fraction is not None else None
-        self.record = WatchdogRecord(node=node, mem_total=total, limit=limit, lead_s=lead_s, poll_s=poll_s)
+        self.record = WatchdogRecord(node=node, mem_total=total, limit=limit, lead_s=lead_s, poll_s=poll_s, cap=cap_bytes)
         self.meminfo = kernel.MemInfo()
         self.oom_kills_before = kernel.oom_kill_count()
         self.done = threading.Event()
@@ -104,19 +119,27 @@ class Watchdog(threading.Thread):
             history.append((now, used))
             while now - history[0][0] > record.lead_s:
                 history.popleft()
-            if record.limit is not None and record.trip is None:
+            if record.cap is not None and record.cap_limit is None:
+                record.cap_limit = used + record.cap  # the first poll: before any rank started
+            if record.cap_limit is not None and record.trip is None and used >= record.cap_limit:
+                self.stop_ranks(Trip(t=time.time(), node_used=used, climb=0, projected=used), capped=True)
+            elif record.limit is not None and record.trip is None:
                 trip = projected_trip(history, record.limit)
                 if trip:
                     self.stop_ranks(trip)
             elif record.trip is not None:
                 self.kill_ranks()  # ranks that started after the trip (the guard's stop is on its way)
 
-    def stop_ranks(self, trip: Trip) -> None:
+    def stop_ranks(self, trip: Trip, capped: bool = False) -> None:
         """The reason first (the guard and the failure attribution read it), then the kill."""
         self.record.trip = trip
         alive = sorted(self.ranks())
-        assert self.max_fraction is not None
-        self.job_dir.write_stop_reason(trip_reason(trip, self.record, self.max_fraction, alive), trip.t)
+        if capped:
+            reason = cap_reason(trip, self.record, alive)
+        else:
+            assert self.max_fraction is not None
+            reason = trip_reason(trip, self.record, self.max_fraction, alive)
+        self.job_dir.write_stop_reason(reason, trip.t)
         self.kill_ranks()
 
     def kill_ranks(self) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psutil
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
@@ -79,9 +80,11 @@ def watch(
     node: int = 0,
     max_fraction: float | None = None,
     lead_s: float = 0.2,
+    cap_gib: float | None = None,
 ) -> None:
     finder, cgroup, nvml = RankFinder(job_dir.events_dir, ranks), kernel.CgroupMemory(), Nvml()
-    watchdog = Watchdog(job_dir, node, lambda: finder.found, max_fraction, lead_s)
+    cap = int(cap_gib * GIB) if cap_gib is not None else None
+    watchdog = Watchdog(job_dir, node, lambda: finder.found, max_fraction, lead_s, cap_bytes=cap)
     watchdog.start()
     try:
         with open(job_dir.samples_file(node), "a", buffering=1) as out:
@@ -110,11 +113,12 @@ def main() -> None:
     parser.add_argument("--node", type=int, default=0, help="this node's index (node 0's samples are the job's)")
     parser.add_argument("--max-node-fraction", type=float, default=None, help="watchdog limit (share of MemTotal)")
     parser.add_argument("--lead-s", type=float, default=0.2, help="watchdog projection: the climb of the last lead_s ahead")
+    parser.add_argument("--cap-gib", type=float, default=None, help="machine.emulate: the job's host cap above its start")
     args = parser.parse_args()
     job_dir = JobDir(args.job_dir)
     ignore_interrupt()
     try:
-        watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction, args.lead_s)
+        watch(job_dir, args.parent, args.interval, args.ranks, args.node, args.max_node_fraction, args.lead_s, args.cap_gib)
     except OSError as err:  # e.g. the disk is full: leave the reason where the job guard reads it
         job_dir.write_watcher_error(f"{type(err).__name__}: {err}")
         raise SystemExit(1) from err

@@ -16,16 +16,23 @@ from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
-import deepspeed
-import torch
+from rlhf_exp.memory.emulation import join_job_cgroup
 
-from rlhf_exp.config.stages import DIST_INIT
-from rlhf_exp.job.interrupt import die_with_parent, exit_on_interrupt
-from rlhf_exp.jobdir import JobDir
-from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank
-from rlhf_exp.rank.engine import build_engine, record_weight_digests
-from rlhf_exp.rank.ppo import run_ppo
-from rlhf_exp.rank.recorder import StageRecorder
+join_job_cgroup()  # machine.emulate: before the imports below, so that all this rank holds is charged to the job's cap
+
+import deepspeed  # noqa: E402
+import torch  # noqa: E402
+
+from rlhf_exp.config.stages import DIST_INIT  # noqa: E402
+from rlhf_exp.config.units import GIB  # noqa: E402
+from rlhf_exp.job.interrupt import die_with_parent, exit_on_interrupt  # noqa: E402
+from rlhf_exp.jobdir import JobDir  # noqa: E402
+from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank  # noqa: E402
+from rlhf_exp.memory.gpu import cap_allocator  # noqa: E402
+from rlhf_exp.plan.formulas import CUDA_CONTEXT_GPU  # noqa: E402
+from rlhf_exp.rank.engine import build_engine, record_weight_digests  # noqa: E402
+from rlhf_exp.rank.ppo import run_ppo  # noqa: E402
+from rlhf_exp.rank.recorder import StageRecorder  # noqa: E402
 
 
 def rank_device(kind: str, local_rank: int) -> tuple[torch.device, int | None]:
@@ -87,8 +94,12 @@ def main(path: Path) -> None:
     # The ~400k objects of the imports above live as long as the rank: keep the collector from walking them again.
     # DeepSpeed calls gc.collect() in every BF16_Optimizer (see_memory_usage(force=True)), twice per engine.
     gc.freeze()
-    with recorder.stage(DIST_INIT, sync=False):
+    with recorder.stage(DIST_INIT, sync=False) as info:
         deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
+        machine = settings.machine
+        if machine.emulate and machine.gpu_gib and device.type == "cuda":  # the target's card, context counted
+            cap = cap_allocator(device, int(machine.gpu_gib * GIB), int(CUDA_CONTEXT_GPU))
+            info.update(gpu_allocator_cap_gib=cap["allocator_cap_gib"], cuda_context_gib=cap["context_gib"])
     with profiled(job_dir.profile_file(rank) if settings.profile else None):
         engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)
     if settings.ppo.steps:

@@ -97,6 +97,7 @@ def comparison_row(result: dict[str, Any], keys: list[str] | None = None) -> dic
         "build_s": round(engine_build_s(result), 2) if stages else None,
         "planned_peak_gib": planned,
         "failed_at": failure.stage if failure and result.get("status") != "completed" else None,
+        "emulated": emulation_label(result),
     }
 
 
@@ -111,8 +112,20 @@ COLUMNS = (  # (key, header, what it means: the console table's legend); every j
     ("build_s", "build s", "seconds in the load and init stages: the time to build the four engines"),
     ("planned_peak_gib", "planned", "the plan's node peak, GiB"),
     ("failed_at", "failed at", "the stage a failed job stopped in"),
+    ("emulated", "emulated", "machine.emulate: the target's caps the job ran under, host GiB per node and GPU GiB per rank"),
 )
 CONSOLE_KEYS = ("job", "config", "zero", "status", "node_peak_gib", "peak_stage", "gpu_peak_gib", "build_s", "planned_peak_gib")
+
+
+def emulation_label(result: dict[str, Any]) -> str | None:
+    """machine.emulate's caps in a few words, e.g. "a100-80g-8x: host 450.0 (cgroup), GPU 80.0"; None otherwise."""
+    emulation = result.get("emulation")
+    if not emulation:
+        return None
+    host, gpu = emulation.get("host"), emulation.get("gpu")
+    parts = [f"host {host['cap_gib']} ({host['by'].split(' ')[0]})"] if host else []
+    parts += [f"GPU {gpu['cap_gib']}" + ("" if str(gpu.get("by", "")).startswith("torch") else " (not enforced)")] if gpu else []
+    return f"{emulation.get('machine')}: {', '.join(parts)}"
 
 
 def _job_name(result: dict[str, Any]) -> str:

@@ -215,6 +215,8 @@ def job_section(result: dict[str, Any], index: int, keys: list[str]) -> str:
     line = build_timeline(result)
     title = f"{row['job']} · {row['config']} · {row['status']}" if keys else f"{row['job']} · {row['status']}"
     parts = [f"<h2 id='job{index}'>{html.escape(title)}</h2>"]
+    if row["emulated"]:
+        parts.append(f"<p class='emulated'>emulated {html.escape(row['emulated'])}</p>")
     failure = Failure.from_dict(result.get("failure"))
     if failure and result.get("status") != "completed":
         where = f"{result['status']} at {failure.stage}: {failure.reason[:500]}"

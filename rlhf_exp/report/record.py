@@ -92,6 +92,8 @@ class StageRecord:
     zero_stage: int | None = measured("ZeRO stage", "")
     copied_from: str | None = measured("weights copied from", "")  # a load that copied an earlier role's (loaders/twin.py)
     optimizer_state_gib: float | None = measured("optimizer states", "GiB")  # the role's Adam states (torch's tensors)
+    gpu_allocator_cap_gib: float | None = measured("GPU allocator cap", "GiB")  # machine.emulate (memory/emulation.py)
+    cuda_context_gib: float | None = measured("CUDA context", "GiB")  # machine.emulate: measured under the cap
     tokens: int | None = measured("tokens", "")
     actor_loss: float | None = measured("actor loss", "")
     critic_loss: float | None = measured("critic loss", "")
@@ -126,6 +128,8 @@ STAGE_FACTS = (
     "zero_stage",
     "copied_from",
     "optimizer_state_gib",
+    "gpu_allocator_cap_gib",
+    "cuda_context_gib",
     "tokens",
     "actor_loss",
     "critic_loss",

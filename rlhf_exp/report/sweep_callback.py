@@ -18,7 +18,8 @@ from rlhf_exp.report.tracking import sync_hint
 
 def comparison_table(results: list[dict[str, Any]], title: str) -> Table:
     """A row per job, fitting CONSOLE_WIDTH: the job's number in the sweep, its swept keys and figures; a legend."""
-    columns = [c for c in COLUMNS if c[0] in CONSOLE_KEYS]
+    emulated = any(r.get("emulation") for r in results)  # the caps' column only where a job ran under them
+    columns = [c for c in COLUMNS if c[0] in CONSOLE_KEYS or (c[0] == "emulated" and emulated)]
     legend = "\n".join(f"{header}: {meaning}" for _, header, meaning in columns if meaning)
     table = Table(title=title, caption=legend, caption_justify="left")
     for key, header, _ in columns:

@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rlhf_exp.jobdir import Failure
+from rlhf_exp.report.comparison import emulation_label
 from rlhf_exp.report.record import Column, stage_columns
 
 COLUMNS = [Column("stage", "stage", ""), *stage_columns(table=True)]
@@ -30,6 +31,8 @@ def stage_table(result: dict[str, Any]) -> Table:
         f"{result.get('loader')} · gpus={result.get('gpus')} · {result.get('device')} · "
         f"{result.get('status')} · ckpt actor {result.get('checkpoint_gib', {}).get('actor', '?')} GiB"
     )
+    if emulated := emulation_label(result):
+        title += f" · emulated {emulated}"
     legend = "\n".join(f"{c.label}: {c.meaning}" for c in columns if c.meaning)
     table = Table(title=title, caption=f"memory in GiB, time in s\n{legend}", caption_justify="left")
     for column in columns:  # units in the legend: the table fits CONSOLE_WIDTH
@@ -47,5 +50,6 @@ def print_result(result: dict[str, Any], console: Console | None = None) -> None
     if result.get("status") != "completed":
         f = Failure.from_dict(result.get("failure")) or Failure(stage=None, rank=None, reason="unknown")
         reason = escape(f.reason)  # errors carry [brackets] rich would read as markup
-        console.print(f"[red]FAILED[/red] at stage {f.stage} on rank {f.rank}: {reason}")
+        who = f"on rank {f.rank}" if f.rank is not None else f"by the {f.process}" if f.process else "with no rank named"
+        console.print(f"[red]FAILED[/red] at stage {f.stage} {who}: {reason}")
     console.print(f"result: {result.get('result_file')}")
