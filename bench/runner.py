@@ -38,6 +38,8 @@ def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: s
     if scenario.prepare:
         scenario.prepare(ctx)
     jobs.run_all(ctx)
+    if scenario.follow_up:
+        scenario.follow_up(ctx)
     jobs.keep_results(ctx)
     text = scenario.table(ctx)
     (out / provenance.TABLE).write_text(f"`{command}`\n\n{text}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bench.scenario import Run, Scenario
 from bench.tools import (
     digests,
+    fit_check,
     host_figures,
     host_speed,
     naive_init,
@@ -25,6 +26,15 @@ CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ran
 ZERO2 = ("gpus=1", "lora=r128", "device={device}", "job_timeout_s={timeout}")
 SHARED = ("gpus={ranks}", "share_gpus=true", "model={small}", "lora=r128", "device={device}", "job_timeout_s={timeout}")
 EVERY_LOADER = ("naive", "staggered", "low_mem", "rank0_broadcast", "direct")
+# the seed's PPO workload (DeepSpeedExamples 529): micro batch {batch}, prompt and answer {tokens} tokens each
+SEED_PPO = (
+    *ZERO2,
+    "model={model}",
+    "ppo.steps=1",
+    "train.micro_batch_size={batch}",
+    "ppo.prompt_len={tokens}",
+    "ppo.answer_len={tokens}",
+)
 
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
@@ -166,6 +176,25 @@ SCENARIOS: dict[str, Scenario] = {
                 ),  # fmt: skip
             ),
             table=lambda ctx: stages.table(ctx) + "\n" + digests.table(ctx),  # the time, and the weights the same
+        ),
+        Scenario(
+            name="fit-check",
+            summary="the fit check proven by running: six configurations (gpus=1 and 8 ranks sharing the GPU, ZeRO-2 and "
+            "ZeRO-3, three loaders, the seed's PPO workload) each run, then run under machine.emulate capped at its plan "
+            "(must complete) and 5 % below its measured need (must fail at the stage the plan names)",
+            full={**GPU, "model": "llama-13b", "small": "llama-1.3b", "ranks": "8", "tokens": "512", "batch": "4"},
+            dry={**CPU, "batch": "1"},  # the plumbing: on a tiny CPU job the node's noise is larger than 5 %
+            runs=(
+                Run("seed-naive", ("naive",), SEED_PPO),
+                Run("seed-direct", ("direct",), SEED_PPO),
+                Run("seed-zero3", ("zero3_init",), (*SEED_PPO, "zero=stage3")),
+                Run("shared-zero2", ("direct",), (*SHARED, "ppo.steps=1")),
+                Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1")),
+                Run("shared-naive", ("naive",), (*SHARED, "ppo.steps=1")),
+            ),
+            follow_up=fit_check.capped_runs,
+            table=fit_check.table,
+            compares=False,  # each configuration runs three times already
         ),
         Scenario(
             name="naive-init",
