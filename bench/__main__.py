@@ -43,6 +43,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="comma-separated loaders: run only these of each scenario's (`direct`: with its variants, "
         "`direct:reread`: that variant, `direct:`: the plain loader)",
     )
+    run.add_argument("--runs", default="", help="comma-separated run names: only these of each scenario's runs")
     run.add_argument(
         "--repeat", type=int, help="run every job this many times, in turn (a machine's noise; default: the scenario's)"
     )
@@ -97,6 +98,14 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
         print(f"error: scenario {unknown[0]!r} unknown; valid: all, {', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    run_names = {run.name for n in names for run in SCENARIOS[n].runs}
+    bad_runs = [r for r in args.runs.split(",") if r and r not in run_names]
+    if bad_runs:
+        print(
+            f"error: --runs {bad_runs[0]!r} is no run of {', '.join(names)}; valid: {', '.join(sorted(run_names))}",
+            file=sys.stderr,
+        )
         return 2
     if args.detach:
         device.detach(

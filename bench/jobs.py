@@ -70,8 +70,23 @@ def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobRes
 
 def runs_of(ctx: Context) -> tuple[Run, ...]:
     """--dry-run: the smallest configuration, the first run (its first loader); the rest share its code path and
-    their configs are validated by tests/unit/test_bench_scenarios.py."""
-    return ctx.scenario.runs[:1] if ctx.dry else ctx.scenario.runs
+    their configs are validated by tests/unit/test_bench_scenarios.py. --runs: the runs named."""
+    runs = tuple(r for r in ctx.scenario.runs if not ctx.runs or r.name in ctx.runs)
+    return runs[:1] if ctx.dry else runs
+
+
+def models_of(ctx: Context) -> tuple[str, ...]:
+    """The presets to generate before any timed job: those the runs to be made name, else the scenario's."""
+    if not ctx.scenario.runs:
+        return ctx.scenario.models(ctx.sizes)
+    overrides = [o for run in runs_of(ctx) for o in run.overrides]
+    return tuple(ctx.sizes[k] for k in ("model", "small") if k in ctx.sizes and any(f"{{{k}}}" in o for o in overrides))
+
+
+def record(ctx: Context, job: JobResult) -> None:
+    """A finished job into the context and its result.json into the results folder at once (a lease may end)."""
+    ctx.jobs.append(job)
+    keep_results(ctx)
 
 
 def run_all(ctx: Context) -> None:
@@ -80,8 +95,8 @@ def run_all(ctx: Context) -> None:
         for run in runs_of(ctx):
             for name in loaders_of(run, ctx):
                 if ctx.baseline:
-                    ctx.jobs.append(run_job(run, name, ctx, ctx.baseline, f"{name}@baseline"))
-                ctx.jobs.append(run_job(run, name, ctx, REPO, name))
+                    record(ctx, run_job(run, name, ctx, ctx.baseline, f"{name}@baseline"))
+                record(ctx, run_job(run, name, ctx, REPO, name))
 
 
 def keep_results(ctx: Context) -> None:

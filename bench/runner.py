@@ -31,16 +31,16 @@ def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: s
         baseline=args.baseline.resolve() if args.baseline and scenario.compares else None,
         ship=args.ship,
         only=tuple(x for x in args.only.split(",") if x),
+        runs=tuple(x for x in args.runs.split(",") if x),
     )
     print(f"=== {scenario.name} ({'dry run' if ctx.dry else 'full'}): {scenario.summary}", flush=True)
     provenance.write(out, scenario.name, command, ctx.dry, {"sizes": dict(sizes), "summary": scenario.summary})
-    jobs.generate(scenario.models(sizes))
+    jobs.generate(jobs.models_of(ctx))
     if scenario.prepare:
         scenario.prepare(ctx)
     jobs.run_all(ctx)
     if scenario.follow_up:
         scenario.follow_up(ctx)
-    jobs.keep_results(ctx)
     text = scenario.table(ctx)
     (out / provenance.TABLE).write_text(f"`{command}`\n\n{text}")
     print(text, flush=True)

@@ -41,6 +41,7 @@ class Context:
     baseline: Path | None = None  # an older source tree whose app runs beside this one's (a before/after in one run)
     ship: bool = False
     only: tuple[str, ...] = ()  # run only these loaders
+    runs: tuple[str, ...] = ()  # run only these of the scenario's runs (by name)
     jobs: list[JobResult] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)  # what `prepare` measured
 

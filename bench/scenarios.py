@@ -18,6 +18,7 @@ from bench.tools import (
     read_pieces,
     stages,
     time_to_engine,
+    verdicts,
     watchdog,
 )
 
@@ -195,6 +196,31 @@ SCENARIOS: dict[str, Scenario] = {
             follow_up=fit_check.capped_runs,
             table=fit_check.table,
             compares=False,  # each configuration runs three times already
+        ),
+        Scenario(
+            name="seed-a100",
+            summary="the 2023 failure reproduced: the seed job run as if on an A100-80G node (machine.emulate), with "
+            "DeepSpeed 0.9's timing of the ZeRO-2 Adam states and with today's; where each ended beside where its plan said",
+            full={**GPU, "model": "llama-13b"},
+            dry=CPU,
+            runs=tuple(
+                Run(
+                    name,
+                    ("naive",),
+                    (
+                        *ZERO2,
+                        "model={model}",
+                        "zero=stage2",
+                        "ppo.steps=1",
+                        "machine=a100-80g-8x",
+                        "machine.emulate=true",
+                        f"train.optimizer_states_at_init={at_init}",
+                    ),
+                )  # fmt: skip
+                for name, at_init in (("deepspeed-0.9", "true"), ("today", "false"))
+            ),
+            table=verdicts.table,
+            compares=False,
         ),
         Scenario(
             name="naive-init",

@@ -3,8 +3,8 @@ its plan (it must complete) and 5 % below what it measurably needed (it must fai
 
 Caps from the first run's result.json: the plan's node peak over plan.host_fraction and its GPU device figure (what
 the fit check compares); the need is the node's measured peak (node_peak_gib, above the level before ranks started)
-and, on a GPU, the largest rank's torch reserve plus the CUDA context the plan counts (one rank per card: NVML's
-peak for the device, which is the card's own count).
+and, on a GPU, the least a capped allocator can run in: the largest rank's torch peak allocated plus the CUDA context
+measured at dist_init (the cache torch reserves beyond its peak is given back under a cap before an out-of-memory).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from bench import REPO
-from bench.jobs import run_job
+from bench.jobs import record, run_job
 from bench.scenario import Context, JobResult, Run
 from bench.tools.tables import markdown
 from rlhf_exp.plan.formulas import CUDA_CONTEXT_GPU
@@ -37,10 +37,10 @@ def planned_caps(result: dict[str, Any]) -> dict[str, float]:
 
 def measured_need(result: dict[str, Any]) -> dict[str, float]:
     need = {"host_gib": _max(result, "node_peak_gib") / result["config"]["plan"]["host_fraction"]}
-    if result["device"] == "cuda":
-        shared = result["config"].get("share_gpus") and result["gpus"] > 1
-        reserve = max((r.get("cuda_peak_reserved_gib") or 0.0 for s in result["stages"] for r in s["per_rank"]), default=0.0)
-        need["gpu_gib"] = reserve + CUDA_CONTEXT_GPU / GIB if shared else _max(result, "gpu_nvml_peak_gib")
+    if result["device"] == "cuda":  # the least a capped allocator can run in: its largest rank's peak and its context
+        allocated = max((r.get("cuda_peak_allocated_gib") or 0.0 for s in result["stages"] for r in s["per_rank"]), default=0.0)
+        contexts = [s["cuda_context_gib"] for s in result["stages"] if s.get("cuda_context_gib") is not None]
+        need["gpu_gib"] = allocated + (contexts[0] if contexts else CUDA_CONTEXT_GPU / GIB)
     return need
 
 
@@ -59,7 +59,7 @@ def capped_runs(ctx: Context) -> None:
         plan, need = planned_caps(job.result), measured_need(job.result)
         ctx.facts[job.run] = {"plan": plan, "need": need}
         for suffix, caps in ((AT_PLAN, plan), (UNDER, {key: BELOW * value for key, value in need.items()})):
-            ctx.jobs.append(run_job(_capped(run, caps, suffix), job.label, ctx, REPO, job.label))
+            record(ctx, run_job(_capped(run, caps, suffix), job.label, ctx, REPO, job.label))
 
 
 def _outcome(job: JobResult | None) -> str:

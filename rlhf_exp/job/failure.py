@@ -134,7 +134,7 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
         reason = f"{verdict}; {reason}"
     launcher = next((f for f in outcome.failures if f.rank == rank), None)
     return Failure(
-        stage=failed_stage(events, rank),
+        stage=failed_stage(events, rank) or "launch",  # a rank that died in its imports, before dist_init began
         rank=rank,
         reason=reason,
         signal=launcher.signal if launcher else None,

@@ -79,10 +79,9 @@ class Nvml:
         return int(used[0]) if used else None
 
 
-def cap_allocator(device: torch.device, gpu_bytes: int, context_fallback: int) -> dict[str, float]:
-    """Cap this rank's torch allocator so that allocator and CUDA context together stay within `gpu_bytes`, as one
-    card of that size would count them (machine.emulate). The context: NVML's figure for this process less torch's
-    reserve, measured now; `context_fallback` where NVML cannot see the process."""
+def cuda_context(device: torch.device) -> int | None:
+    """The CUDA context this rank's card holds for it, created now if not yet: NVML's figure for this process less
+    torch's reserve; None where NVML cannot see the process (a container's own pid namespace)."""
     import os
 
     import torch
@@ -90,15 +89,17 @@ def cap_allocator(device: torch.device, gpu_bytes: int, context_fallback: int) -
     index = device.index if device.index is not None else torch.cuda.current_device()
     torch.cuda.synchronize(device)
     held = Nvml().process_used_bytes(index, os.getpid())
-    context = held - torch.cuda.memory_reserved(device) if held is not None else context_fallback
+    return None if held is None else held - torch.cuda.memory_reserved(device)
+
+
+def cap_allocator(device: torch.device, gpu_bytes: int, context: int) -> dict[str, float]:
+    """Cap this rank's torch allocator so that allocator and CUDA context together stay within `gpu_bytes`, as one
+    card of that size would count them (machine.emulate)."""
+    import torch
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
     total = torch.cuda.get_device_properties(index).total_memory
     allowed = max(gpu_bytes - context, 0)
     torch.cuda.set_per_process_memory_fraction(min(allowed / total, 1.0), device)
     gib = 1024**3
-    return {
-        "cap_gib": round(gpu_bytes / gib, 3),
-        "allocator_cap_gib": round(allowed / gib, 3),
-        "context_gib": round(context / gib, 3),
-        "context_from": "nvml" if held is not None else "plan (CUDA_CONTEXT_GPU)",
-        "card_gib": round(total / gib, 3),
-    }
+    return {"cap_gib": round(gpu_bytes / gib, 3), "allocator_cap_gib": round(allowed / gib, 3), "card_gib": round(total / gib, 3)}

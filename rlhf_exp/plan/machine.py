@@ -82,5 +82,7 @@ def local_target(
     total = m.host_gib * GIB if m.host_gib else host_total
     usable = (m.host_gib * GIB if m.host_gib else host_available) * settings.plan.host_fraction
     gpu = (m.gpu_gib * GIB if m.gpu_gib else gpu_total) if device == "cuda" else None
-    ranks_per_gpu = math.ceil(ranks / gpus_visible) if device == "cuda" and gpus_visible and not m.gpus_per_node else 1
+    # ranks sharing this host's cards; emulating a machine, each rank plays one of its cards (capped to machine.gpu_gib)
+    shared = device == "cuda" and gpus_visible and not m.gpus_per_node and not m.emulate
+    ranks_per_gpu = math.ceil(ranks / gpus_visible) if shared else 1
     return Target(m.name, device, total, usable, gpu, per_node, nodes, ranks, ranks_per_gpu, True, os.cpu_count() or 1)

@@ -28,7 +28,7 @@ from rlhf_exp.config.units import GIB  # noqa: E402
 from rlhf_exp.job.interrupt import die_with_parent, exit_on_interrupt  # noqa: E402
 from rlhf_exp.jobdir import JobDir  # noqa: E402
 from rlhf_exp.loaders.base import LOCAL_RANK_VAR, node_local_rank  # noqa: E402
-from rlhf_exp.memory.gpu import cap_allocator  # noqa: E402
+from rlhf_exp.memory.gpu import cap_allocator, cuda_context  # noqa: E402
 from rlhf_exp.plan.formulas import CUDA_CONTEXT_GPU  # noqa: E402
 from rlhf_exp.rank.engine import build_engine, record_weight_digests  # noqa: E402
 from rlhf_exp.rank.ppo import run_ppo  # noqa: E402
@@ -96,10 +96,14 @@ def main(path: Path) -> None:
     gc.freeze()
     with recorder.stage(DIST_INIT, sync=False) as info:
         deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
-        machine = settings.machine
-        if machine.emulate and machine.gpu_gib and device.type == "cuda":  # the target's card, context counted
-            cap = cap_allocator(device, int(machine.gpu_gib * GIB), int(CUDA_CONTEXT_GPU))
-            info.update(gpu_allocator_cap_gib=cap["allocator_cap_gib"], cuda_context_gib=cap["context_gib"])
+        if device.type == "cuda":
+            context = cuda_context(device)
+            if context is not None:
+                info.update(cuda_context_gib=round(context / GIB, 3))
+            machine = settings.machine
+            if machine.emulate and machine.gpu_gib:  # the target's card, its context counted (the plan's where unseen)
+                cap = cap_allocator(device, int(machine.gpu_gib * GIB), context or int(CUDA_CONTEXT_GPU))
+                info.update(gpu_allocator_cap_gib=cap["allocator_cap_gib"])
     with profiled(job_dir.profile_file(rank) if settings.profile else None):
         engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)
     if settings.ppo.steps:

@@ -93,7 +93,7 @@ class StageRecord:
     copied_from: str | None = measured("weights copied from", "")  # a load that copied an earlier role's (loaders/twin.py)
     optimizer_state_gib: float | None = measured("optimizer states", "GiB")  # the role's Adam states (torch's tensors)
     gpu_allocator_cap_gib: float | None = measured("GPU allocator cap", "GiB")  # machine.emulate (memory/emulation.py)
-    cuda_context_gib: float | None = measured("CUDA context", "GiB")  # machine.emulate: measured under the cap
+    cuda_context_gib: float | None = measured("CUDA context", "GiB")  # dist_init: NVML for this process less torch
     tokens: int | None = measured("tokens", "")
     actor_loss: float | None = measured("actor loss", "")
     critic_loss: float | None = measured("critic loss", "")
