@@ -24,6 +24,7 @@ class RankMemoryNow:
     pss_anon: int = 0
     uss: int = 0
     rss_file: int = 0
+    rss_shmem: int = 0  # RssShmem: shared memory in the RSS (not Pss_Anon, yet in the node's used memory)
     rchar: int = 0  # bytes read by read() syscalls so far
     cuda_allocated: int | None = None
     cuda_reserved: int | None = None

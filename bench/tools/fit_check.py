@@ -1,10 +1,11 @@
 """The fit check proven by running: each configuration measured once, then run twice under machine.emulate, capped at
 its plan (it must complete) and 5 % below what it measurably needed (it must fail, at the stage the plan names).
 
-Caps from the first run's result.json: the plan's node peak over plan.host_fraction and its GPU device figure (what
-the fit check compares); the need is the node's measured peak (node_peak_gib, above the level before ranks started)
-and, on a GPU, the least a capped allocator can run in: the largest rank's torch peak allocated plus the CUDA context
-measured at dist_init (the cache torch reserves beyond its peak is given back under a cap before an out-of-memory).
+Caps from the first run's result.json: the plan's node peak over plan.host_fraction and what its plan says a card
+needs (the fit check's GPU figure). The need: the node's measured peak (node_peak_gib, above the level before ranks
+started) and, on a GPU, the least a capped allocator runs in: the largest rank's torch peak allocated plus the CUDA
+context as the cap counts it (the larger of dist_init's measured one and the plan's; the cache torch reserves beyond
+its peak is given back under a cap before an out-of-memory).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def planned_caps(result: dict[str, Any]) -> dict[str, float]:
     plan, fraction = result["plan"], result["config"]["plan"]["host_fraction"]
     caps = {"host_gib": max(s["node_peak_gib"] for s in plan["stages"]) / fraction}
     if result["device"] == "cuda":
-        caps["gpu_gib"] = max(s["gpu_device_gib"] for s in plan["stages"])
+        caps["gpu_gib"] = max(s["gpu_need_gib"] for s in plan["stages"])
     return caps
 
 
@@ -40,7 +41,7 @@ def measured_need(result: dict[str, Any]) -> dict[str, float]:
     if result["device"] == "cuda":  # the least a capped allocator can run in: its largest rank's peak and its context
         allocated = max((r.get("cuda_peak_allocated_gib") or 0.0 for s in result["stages"] for r in s["per_rank"]), default=0.0)
         contexts = [s["cuda_context_gib"] for s in result["stages"] if s.get("cuda_context_gib") is not None]
-        need["gpu_gib"] = allocated + (contexts[0] if contexts else CUDA_CONTEXT_GPU / GIB)
+        need["gpu_gib"] = allocated + max([*contexts, CUDA_CONTEXT_GPU / GIB])
     return need
 
 

@@ -15,7 +15,7 @@ def plan_says(result: dict[str, Any]) -> str:
     if plan.get("fits", True):
         return "fits"
     row = next(s for s in plan["stages"] if s["stage"] == plan["first_misfit"])
-    gpu = row.get("gpu_device_gib", 0.0) * plan["machine"]["ranks_per_gpu"]
+    gpu = row.get("gpu_need_gib", 0.0) * plan["machine"]["ranks_per_gpu"]
     if plan.get("capacity_gpu_gib") and gpu > plan["capacity_gpu_gib"]:
         return f"does not fit at {row['stage']} (GPU {gpu:.2f} of {plan['capacity_gpu_gib']:.2f} GiB)"
     return f"does not fit at {row['stage']} (host {row['node_peak_gib']:.2f} of {plan['capacity_host_gib']:.2f} GiB)"

@@ -76,7 +76,7 @@ def report(
             "fits": miss is None,
             "first_misfit": dict(zip(("stage", "memory", "need_gib", "capacity_gib"), miss, strict=True)) if miss else None,
             "node_peak_gib": plan.node_peak_gib(),
-            "gpu_device_peak_gib": max(st.gpu_device_gib for st in plan.stages),
+            "gpu_need_peak_gib": max(st.gpu_need_gib for st in plan.stages),
         }
 
     return {
@@ -96,11 +96,11 @@ def print_report(doc: dict[str, Any], target: Target) -> None:
     console = Console(width=160)
     miss = doc["first_misfit"]
     table = Table(title=f"plan: loader={doc['loader']}, {doc['plan']['ranks']} rank(s) on {doc['plan']['device']}")
-    for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB (torch)", "GPU/rank GiB (device)", ""):
+    for col in ("stage", "rank peak GiB", "node peak GiB", "GPU/rank GiB (torch)", "GPU/rank GiB (card needs)", ""):
         table.add_column(col, justify="left" if col in ("stage", "") else "right")
     for st in plan_stages(doc["plan"]):
         mark = f"does not fit ({miss['memory']})" if miss and st.stage == miss["stage"] else ""
-        cells = (st.rank_peak_gib, st.node_peak_gib, st.gpu_rank_gib, st.gpu_device_gib)
+        cells = (st.rank_peak_gib, st.node_peak_gib, st.gpu_rank_gib, st.gpu_need_gib)
         table.add_row(st.stage, *(f"{c:.3f}" for c in cells), mark)
     console.print(table)
     console.print(f"machine: {target.describe()}")
@@ -109,14 +109,14 @@ def print_report(doc: dict[str, Any], target: Target) -> None:
         where = (
             f"does not fit at {m['stage']} ({m['memory']}: {m['need_gib']:.1f} of {m['capacity_gib']:.1f} GiB)" if m else "fits"
         )
-        console.print(f"  {other:16s} node peak {v['node_peak_gib']:8.2f} GiB  GPU {v['gpu_device_peak_gib']:7.2f} GiB  {where}")
+        console.print(f"  {other:16s} node peak {v['node_peak_gib']:8.2f} GiB  GPU {v['gpu_need_peak_gib']:7.2f} GiB  {where}")
     if miss:
         fits = [o for o, v in doc["loaders"].items() if v["fits"]]
         console.print(f"loaders that fit: {', '.join(fits) or 'none'}")
         for alt in doc["alternatives"]:
             state = "fits" if alt["loader"] else "does not fit either"
             console.print(
-                f"  {alt['overrides']:48s} {state}: node peak {alt['node_peak_gib']:.1f} GiB, GPU {alt['gpu_device_gib']:.1f} GiB"
+                f"  {alt['overrides']:48s} {state}: node peak {alt['node_peak_gib']:.1f} GiB, GPU {alt['gpu_need_gib']:.1f} GiB"
             )
 
 

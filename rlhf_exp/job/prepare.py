@@ -75,9 +75,9 @@ def plan_verdict(plan: dict[str, Any]) -> str:
     stages = plan_stages(plan)
     peak = max(st.node_peak_gib for st in stages)
     room = f"node peak {peak:.2f} GiB of {plan['capacity_host_gib']:.1f} GiB usable"
-    if plan.get("capacity_gpu_gib"):  # what the fit check compares: the device's figure, times the ranks sharing a GPU
+    if plan.get("capacity_gpu_gib"):  # what the fit check compares: what a card needs, times the ranks sharing it
         per_gpu = plan["machine"]["ranks_per_gpu"]
-        gpu = max(st.gpu_device_gib for st in stages) * per_gpu
+        gpu = max(st.gpu_need_gib for st in stages) * per_gpu
         share = f" ({per_gpu} ranks)" if per_gpu > 1 else ""
         room += f", GPU {gpu:.2f} GiB of {plan['capacity_gpu_gib']:.1f} GiB per GPU{share}"
     verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']} (plan.fit_check=false)"

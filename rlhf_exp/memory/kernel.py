@@ -29,8 +29,9 @@ def _read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
 
 
 def process_status(pid: int | str = "self") -> dict[str, int]:
-    """VmHWM (peak RSS since last reset), VmRSS and RssFile (file-backed pages, e.g. a mapped checkpoint), bytes."""
-    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile"))
+    """VmHWM (peak RSS since last reset), VmRSS, RssFile (file-backed pages, e.g. a mapped checkpoint) and RssShmem
+    (shared memory: /dev/shm segments such as NCCL's shm transport; counted in the node's used memory), bytes."""
+    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile", "RssShmem"))
 
 
 def read_chars(pid: int | str = "self") -> int:

@@ -19,7 +19,7 @@ class Alternative:
     overrides: str  # what to add to the command line
     loader: str | None  # the first loader that fits it (None: none does)
     node_peak_gib: float
-    gpu_device_gib: float
+    gpu_need_gib: float
 
 
 def _zero(settings: RunSettings, stage: int, offload: bool) -> RunSettings:
@@ -48,6 +48,6 @@ def alternatives(settings: RunSettings, shapes: dict[str, RoleShape], target: Ta
         fitting = [name for name, plan in plans.items() if first_misfit(plan, alt_target) is None]
         name = fitting[0] if fitting else min(plans, key=lambda n: plans[n].node_peak_gib())
         plan = plans[name]
-        gpu = max(st.gpu_device_gib for st in plan.stages)
+        gpu = max(st.gpu_need_gib for st in plan.stages)
         out.append(Alternative(f"{overrides} loader={name}", name if fitting else None, plan.node_peak_gib(), gpu))
     return out

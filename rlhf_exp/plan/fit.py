@@ -14,13 +14,13 @@ from rlhf_exp.plan.terms import Plan, RankBase, RoleShape
 def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | None:
     """(stage, "host"|"GPU", needed GiB, capacity GiB) of the first stage that does not fit, or None.
 
-    Host: the node's peak against one node's usable memory. GPU: what the device holds (torch's allocations, the
-    caching allocator's reserve and the CUDA context) of every rank on that GPU, against the card's memory."""
+    Host: the node's peak against one node's usable memory. GPU: what the card must have (torch's allocations and
+    the CUDA context) for every rank on it, against the card's memory."""
     for st in plan.stages:
         if st.node_peak_gib * GIB > cap.host_bytes:
             return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
-        if cap.gpu_bytes is not None and st.gpu_device_gib * cap.ranks_per_gpu * GIB > cap.gpu_bytes:
-            return st.stage, "GPU", st.gpu_device_gib * cap.ranks_per_gpu, cap.gpu_bytes / GIB
+        if cap.gpu_bytes is not None and st.gpu_need_gib * cap.ranks_per_gpu * GIB > cap.gpu_bytes:
+            return st.stage, "GPU", st.gpu_need_gib * cap.ranks_per_gpu, cap.gpu_bytes / GIB
     return None
 
 

@@ -44,7 +44,8 @@ made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier s
 The node's = L x the base's private part (library pages are page cache) + the sum over the node's ranks of
 private held + transient + memory outside the ranks (file pages excluded: the kernel counts page cache as
 available). GPU: torch's allocations per rank; what the device holds adds the allocator's reserve
-(ALLOCATOR_RESERVE) and the CUDA context (CUDA_CONTEXT_GPU), compared with the card's memory by the fit check.
+(ALLOCATOR_RESERVE) and the CUDA context (CUDA_CONTEXT_GPU); what a card must have, the fit check's figure, adds
+only the context: under a full card torch gives its cache back before it raises an out-of-memory.
 """
 
 from __future__ import annotations
@@ -220,8 +221,13 @@ def _with_adapters(
 
 
 def _gpu_device(allocated: float, on_gpu: bool) -> float:
-    """What the device holds for a rank whose torch allocations peak at `allocated` bytes (GiB)."""
+    """What the device holds for a rank whose torch allocations peak at `allocated` bytes (GiB), where it has room."""
     return _gib(allocated * (1 + ALLOCATOR_RESERVE) + CUDA_CONTEXT_GPU) if on_gpu else 0.0
+
+
+def _gpu_need(allocated: float, on_gpu: bool) -> float:
+    """What a card must have for that rank (GiB): its allocations and the CUDA context, no cache."""
+    return _gib(allocated + CUDA_CONTEXT_GPU) if on_gpu else 0.0
 
 
 def _add_stage(
@@ -256,6 +262,7 @@ def _add_stage(
             node_peak_gib=_gib(n * base.private + node),
             gpu_rank_gib=_gib(gpu),
             gpu_device_gib=_gpu_device(gpu, on_gpu),
+            gpu_need_gib=_gpu_need(gpu, on_gpu),
             rank_file_gib=_gib(base.rss - base.private + max(p.host_mapped for p in peaks)),
         )
     )

@@ -90,6 +90,9 @@ class StagePlan:
     node_peak_gib: float  # node-wide peak above the level before ranks started
     gpu_rank_gib: float  # a rank's peak GPU memory allocated by torch (0 on CPU)
     gpu_device_gib: float = 0.0  # what the device holds for the rank: allocations, allocator reserve, CUDA context
+    # what a card must have for the rank (the fit check's GPU figure): torch's allocations and the CUDA context; the
+    # allocator's cache above them is given back before an out-of-memory (bench/results/seed-a100-2026-12-05)
+    gpu_need_gib: float = 0.0
     # file pages in the largest rank's RSS: its libraries' (the base's shared part) and the checkpoint pages it mapped
     rank_file_gib: float = compared("rank_rss_file_peak_max_gib", "rank RssFile")
     # Adam's states of the stage's role on a rank (its init: DeepSpeed 0.9's timing; its training step)

@@ -101,8 +101,10 @@ def main(path: Path) -> None:
             if context is not None:
                 info.update(cuda_context_gib=round(context / GIB, 3))
             machine = settings.machine
-            if machine.emulate and machine.gpu_gib:  # the target's card, its context counted (the plan's where unseen)
-                cap = cap_allocator(device, int(machine.gpu_gib * GIB), context or int(CUDA_CONTEXT_GPU))
+            # the target's card less the context as the plan counts it: cuBLAS and NCCL grow it after dist_init (0.51
+            # GiB here, 1.51-1.66 at the seed's out-of-memory on the H200: bench/results/seed-a100-2026-12-05)
+            if machine.emulate and machine.gpu_gib:
+                cap = cap_allocator(device, int(machine.gpu_gib * GIB), max(context or 0, int(CUDA_CONTEXT_GPU)))
                 info.update(gpu_allocator_cap_gib=cap["allocator_cap_gib"])
     with profiled(job_dir.profile_file(rank) if settings.profile else None):
         engines = build_engine(settings, spec.checkpoints, device, world_size, recorder)

@@ -58,6 +58,7 @@ class StageRecorder:
             pss_anon=smaps.get("Pss_Anon", 0),
             uss=kernel.uss_bytes(smaps),
             rss_file=status.get("RssFile", 0),
+            rss_shmem=status.get("RssShmem", 0),
             rchar=kernel.read_chars(),
             nvml_used=nvml_used,
             **gpu.cuda_stats(self.device),

@@ -31,6 +31,7 @@ class RankRecord:
     uss_end_gib: float | None = measured("USS at end", "GiB")
     rss_file_rise_gib: float | None = measured("file pages mapped", "GiB")  # a memory-mapped checkpoint: who touched it
     rss_file_peak_gib: float | None = measured("RssFile peak", "GiB")  # libraries' pages and the checkpoint's mapped
+    rss_shmem_end_gib: float | None = measured("RssShmem at end", "GiB")  # shared memory: /dev/shm, NCCL's shm transport
     read_gib: float | None = measured("read()", "GiB")  # bytes read by read() syscalls: a private copy
     cuda_allocated_gib: float | None = measured("CUDA allocated", "GiB")
     cuda_reserved_gib: float | None = measured("CUDA reserved", "GiB")

@@ -44,6 +44,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
         uss_end_gib=gib(last.uss),
         rss_file_rise_gib=gib(rss_file_peak - first.rss_file),
         rss_file_peak_gib=gib(rss_file_peak),
+        rss_shmem_end_gib=gib(last.rss_shmem),
         read_gib=gib(last.rchar - first.rchar),
     )
     for key in RANK_GPU_FIGURES:

@@ -80,7 +80,7 @@ def test_plan_json_for_the_issue_529_node_from_a_machine_without_a_gpu(ckpt_cach
     stages = [st["stage"] for st in doc["plan"]["stages"]]
     assert stages[-4:] == ["ppo1.generate", "ppo1.score", "ppo1.train_actor", "ppo1.train_critic"]
     fits = [alt for alt in doc["alternatives"] if alt["loader"]]
-    assert fits and all(alt["node_peak_gib"] <= 450 and alt["gpu_device_gib"] <= 80 for alt in fits)
+    assert fits and all(alt["node_peak_gib"] <= 450 and alt["gpu_need_gib"] <= 80 for alt in fits)
     table = plan_cli(ckpt_cache, *job, "loader=naive").stdout  # the same, as the table
     assert "does not fit (host)" in table and "loaders that fit:" in table and "fits: node peak" in table
     one_gpu = plan_cli(ckpt_cache, "--json", "machine=a100-80g-8x", "gpus=1", "model=llama-13b", "lora=r128", "loader=direct")

@@ -46,22 +46,38 @@ def test_issue_529_node_naive_fails_at_actor_load_and_the_advice_names_what_fits
     """DeepSpeedExamples 529: 13B actor, 7B critic, LoRA r128, ZeRO-2 on 8 A100-80G with 500 GiB of host memory."""
     job = ("model=llama-13b", "lora=r128", "zero=stage2", "gpus=8", "loader=naive", "machine=a100-80g-8x", "machine.host_gib=500")
     settings, plans, target = plans_on(*job)
-    assert target.gpu_bytes == 80 * GIB and target.ranks_per_node == 8 and not target.read_here
+    assert target.gpu_bytes == 79.15 * GIB and target.ranks_per_node == 8 and not target.read_here
     stage, memory, need, have = first_misfit(plans["naive"], target)
     assert (stage, memory) == ("actor.load", "host") and need > have == 450
     advice = alternatives(settings, role_shapes(settings, {}), target, BASE)
     fits = [a for a in advice if a.loader]
-    assert fits and all(a.gpu_device_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
+    assert fits and all(a.gpu_need_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
     assert any(a.overrides.startswith("zero=stage3") for a in fits)
 
 
 def test_one_a100_names_the_first_stage_whose_gpu_memory_does_not_fit_ppo_included() -> None:
     settings, plans, target = plans_on("model=llama-13b", "lora=r128", "gpus=1", "loader=direct", "machine=a100-80g-8x")
     stage, memory, need, have = first_misfit(plans["direct"], target)
-    assert memory == "GPU" and need > have == 80
+    assert memory == "GPU" and need > have == 79.15
     stages = [st.stage for st in plans["direct"].stages]
-    assert stages.index(stage) == min(i for i, st in enumerate(plans["direct"].stages) if st.gpu_device_gib > 80)
+    assert stages.index(stage) == min(i for i, st in enumerate(plans["direct"].stages) if st.gpu_need_gib > 79.15)
     assert "ppo1.train_actor" in stages and "ppo1.generate" in stages
+
+
+@pytest.mark.parametrize("at_init", ["true", "false"])
+def test_the_seed_on_one_a100_runs_out_of_gpu_at_reward_init_with_either_adam_timing(at_init: str) -> None:
+    """What the emulated A100 run measured on the H200 (bench/results/seed-a100-2026-12-05): torch's peak at
+    reward.init 77.91 GiB today, 79.41 and asking for more with 0.9's timing; a card of 79.15 GiB less the context
+    holds neither. A figure with the allocator's cache (gpu_device_gib) would name critic.init for 0.9's timing."""
+    job = ("model=llama-13b", "lora=r128", "gpus=1", "loader=naive", "machine=a100-80g-8x")
+    settings, plans, target = plans_on(*job, f"train.optimizer_states_at_init={at_init}")
+    stage, memory, need, have = first_misfit(plans["naive"], target)
+    assert (stage, memory, have) == ("reward.init", "GPU", 79.15)
+    allocated = {st.stage: st.gpu_rank_gib for st in plans["naive"].stages}["reward.init"]
+    if at_init == "true":  # the run died asking for more than the 79.41 it held
+        assert allocated > 79.41
+    else:
+        assert allocated == pytest.approx(77.91, rel=0.01)
 
 
 def test_gpus_above_one_node_span_nodes_and_host_figures_are_per_node() -> None:
@@ -79,17 +95,17 @@ def test_gpus_above_one_node_span_nodes_and_host_figures_are_per_node() -> None:
 
 
 def test_the_console_verdict_shows_the_gpu_figure_the_fit_check_compares() -> None:
-    """The device's figure (allocations, allocator reserve, CUDA context) times the ranks sharing each GPU."""
+    """What a card needs (allocations and the CUDA context) times the ranks sharing each GPU."""
     from rlhf_exp.job.prepare import plan_verdict
 
     stage = {"stage": "ppo1.train_actor", "rank_peak_gib": 3.0, "rank_rise_gib": 2.0, "node_peak_gib": 1.0}
-    stage |= {"gpu_device_gib": 16.7, "gpu_rank_gib": 13.6}
+    stage |= {"gpu_device_gib": 16.7, "gpu_need_gib": 15.35, "gpu_rank_gib": 13.6}
     plan = {"loader": "direct", "stages": [stage], "capacity_host_gib": 111.7, "capacity_gpu_gib": 140.4, "fits": True}
     shared = plan_verdict({**plan, "machine": {"ranks_per_gpu": 2}, "first_misfit": None})
-    expected = "plan: loader=direct, node peak 1.00 GiB of 111.7 GiB usable, GPU 33.40 GiB of 140.4 GiB per GPU (2 ranks)"
+    expected = "plan: loader=direct, node peak 1.00 GiB of 111.7 GiB usable, GPU 30.70 GiB of 140.4 GiB per GPU (2 ranks)"
     assert shared == expected + ": fits"
     alone = plan_verdict({**plan, "machine": {"ranks_per_gpu": 1}, "fits": False, "first_misfit": "ppo1.train_actor"})
-    assert "GPU 16.70 GiB of 140.4 GiB per GPU: does not fit at ppo1.train_actor" in alone
+    assert "GPU 15.35 GiB of 140.4 GiB per GPU: does not fit at ppo1.train_actor" in alone
 
 
 def test_deepspeed_09s_timing_moves_zero2_adam_states_from_the_first_step_to_init() -> None:
