@@ -42,55 +42,47 @@ def weights(result: dict) -> dict[str, str]:
     return {f.name: f.read_text() for f in sorted((Path(result["job_dir"]) / "weights").glob("*.json"))}
 
 
+# each job loads two families at once: one as actor and ref, another as critic and reward (a causal-LM checkpoint as
+# its own critic: its lm_head unused, a fresh value head); the tiny presets share one vocabulary
+PAIRS = (("mistral", "gemma"), ("phi", "gpt_neox"))
+
+
 @pytest.mark.slow
 def test_a_users_checkpoint_of_each_family_builds_the_engine_the_same_with_every_kind_of_loader(
     user_checkpoints: dict[str, Path], tmp_path: Path, ckpt_cache: Path
 ) -> None:
-    """One sweep over the families (qwen2 and opt: every loader, below), each a causal-LM checkpoint as its own critic
-    (its lm_head unused, a fresh value head)."""
-    families = [f for f in FAMILIES if f not in ("qwen2", "opt")]
-    overrides = (
-        "model=local",
-        "model.actor.path=" + ",".join(str(user_checkpoints[f]) for f in families),
-        "model.critic.path=${model.actor.path}",
-        "gpus=2",
-        "zero=stage3",
-        "loader=naive,zero3_init",  # DeepSpeed-Chat 2023's full private read vs the partitioned from_pretrained
-        "verify_weights=true",
-        "wandb.mode=disabled",
-    )
-    proc, results = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    by_family: dict[str, list[dict]] = {}
-    for r in results:
-        family = Path(r["checkpoints"]["actor"]).name
-        assert r["status"] == "completed", (family, r["loader"], r["failure"])
-        assert r["plan"]["stages"], family
-        by_family.setdefault(family, []).append(r)
-    assert sorted(by_family) == sorted(families)
-    for family, (naive, zero3) in by_family.items():
-        assert {naive["loader"], zero3["loader"]} == {"naive", "zero3_init"}, family
+    """A sweep over both loaders per family pair (qwen2 and opt: every loader, below)."""
+    common = ("model=local", "gpus=2", "zero=stage3", "verify_weights=true", "wandb.mode=disabled")
+    results = []
+    for actor, critic in PAIRS:  # Hydra sweeps the product of keys, not pairs: a sweep per pair
+        pair = (f"model.actor.path={user_checkpoints[actor]}", f"model.critic.path={user_checkpoints[critic]}")
+        # DeepSpeed-Chat 2023's full private read vs the partitioned from_pretrained
+        proc, pair_results = run_sweep_in(tmp_path / actor, ckpt_cache, *pair, *common, "loader=naive,zero3_init")
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        results += pair_results
+    assert len(results) == 2 * len(PAIRS)
+    for naive, zero3 in zip(results[::2], results[1::2], strict=True):
+        family = Path(naive["checkpoints"]["actor"]).name, Path(naive["checkpoints"]["critic"]).name
+        for r in (naive, zero3):
+            assert r["status"] == "completed", (family, r["loader"], r["failure"])
+            assert r["plan"]["stages"], family
+        assert (naive["loader"], zero3["loader"]) == ("naive", "zero3_init"), family
         assert weights(naive) == weights(zero3) and len(weights(naive)) == 8, family  # four engines, after init and PPO
-        actor = json.loads((Path(naive["job_dir"]) / "weights" / "actor.json").read_text())
-        assert any("lora_A" in name for name in actor), family  # the family's own linear layers got adapters
+        for role in ("actor", "critic"):  # each family's own linear layers got adapters
+            engine = json.loads((Path(naive["job_dir"]) / "weights" / f"{role}.json").read_text())
+            assert any("lora_A" in name for name in engine), (family, role)
 
 
 @pytest.mark.slow
-def test_the_loaders_build_the_same_engines_from_a_tied_qwen2(
+def test_the_loaders_build_the_same_engines_and_ppo_step_from_a_tied_qwen2_and_deepspeed_chats_opt(
     user_checkpoints: dict[str, Path], tmp_path: Path, ckpt_cache: Path
 ) -> None:
-    """Qwen2 as a user saved it: lm_head tied to the embedding (stored once), a causal checkpoint as the critic."""
-    ckpt = user_checkpoints["qwen2"]
-    overrides = ("model=local", f"model.actor.path={ckpt}", f"model.critic.path={ckpt}", ALL_LOADERS, "ppo.steps=0")
-    assert_the_loaders_give_the_same_engines(tmp_path, ckpt_cache, *overrides)
-
-
-@pytest.mark.slow
-def test_the_loaders_build_the_same_engines_and_ppo_step_from_deepspeed_chats_opt(tmp_path: Path, ckpt_cache: Path) -> None:
-    """OPT as our generator writes it (value head file included): tied lm_head, a 64 -> 32 projection at the end,
-    dropout 0.1 in training (the PPO step's masks must not depend on the loader)."""
-    overrides = ("model.actor.preset=tiny-opt", "model.critic.preset=tiny-opt", "model.num_padding_at_beginning=1", ALL_LOADERS)
-    assert_the_loaders_give_the_same_engines(tmp_path, ckpt_cache, *overrides)
+    """Qwen2 as a user saved it (lm_head tied to the embedding, stored once) as actor and ref; OPT as our generator
+    writes it (value head file included: tied lm_head, a 64 -> 32 projection at the end, dropout 0.1 in training,
+    which the PPO step's masks must not depend on the loader for) as critic and reward."""
+    qwen2 = user_checkpoints["qwen2"]
+    overrides = ("model.actor.path=" + str(qwen2), "model.critic.preset=tiny-opt", "model.num_padding_at_beginning=1")
+    assert_the_loaders_give_the_same_engines(tmp_path, ckpt_cache, *overrides, ALL_LOADERS)
 
 
 def assert_the_loaders_give_the_same_engines(tmp_path: Path, ckpt_cache: Path, *overrides: str) -> None:
