@@ -42,8 +42,8 @@ def assert_ppo_step(result: dict, gpus: int) -> None:
     assert not changed(job_dir, "ref") and not changed(job_dir, "reward")
 
 
-# ZeRO-2 at gpus 1 and 2 runs in tests/e2e/test_sweep_tracking.py (assert_ppo_step on each job)
-@pytest.mark.parametrize(("zero", "gpus"), [("stage0", 1), ("stage1", 2), ("stage3", 2)])
+# ZeRO-2 at gpus 1 and 2 runs in tests/e2e/test_sweep_tracking.py (assert_ppo_step on each job), ZeRO-1 at 2 below
+@pytest.mark.parametrize(("zero", "gpus"), [("stage0", 1), ("stage3", 2)])
 def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: RunApp, zero: str, gpus: int) -> None:
     proc, result = run_app(f"zero={zero}", f"gpus={gpus}", "verify_weights=true", "ppo.steps=1", "wandb.mode=disabled")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -54,16 +54,17 @@ def test_engine_and_a_ppo_step_train_only_the_adapters_and_value_head(run_app: R
 
 
 def test_deepspeed_09s_timing_allocates_adam_states_at_init_and_changes_nothing_else(tmp_path: Path, ckpt_cache: Path) -> None:
-    """train.optimizer_states_at_init at ZeRO-2, 2 ranks: each train role's Adam states exist from its init on (the
+    """train.optimizer_states_at_init at ZeRO-1, 2 ranks: each train role's Adam states exist from its init on (the
     torch optimizer's own tensors, as the plan says), and the weights after the PPO step are bit-identical."""
     from conftest import run_sweep_in
 
-    overrides = ("train.optimizer_states_at_init=false,true", "gpus=2", "verify_weights=true", "wandb.mode=disabled")
+    overrides = ("train.optimizer_states_at_init=false,true", "zero=stage1", "gpus=2", "verify_weights=true", "wandb.mode=disabled")
     proc, (off, on) = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert off["config"]["train"]["optimizer_states_at_init"] is False and on["config"]["train"]["optimizer_states_at_init"]
     for result, early in ((off, False), (on, True)):
-        assert_complete_result(result, 2, 2)
+        assert_complete_result(result, 2, 1)
+        assert_ppo_step(result, 2)
         rows = {row["stage"]: row for row in result["stages"]}
         planned = {st["stage"]: st for st in result["plan"]["stages"]}
         for stage in ("actor.init", "critic.init", "ppo1.train_actor", "ppo1.train_critic"):
