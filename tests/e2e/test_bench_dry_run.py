@@ -1,6 +1,8 @@
 """Every bench scenario's dry run (its smallest configuration, on CPU), through the one entry point: the jobs run
-through the real app, the scenario writes its folder (provenance and table), and the table holds the figures. One
-test class per scenario, so that the suite's two workers share them (xdist's loadscope: a class is a unit)."""
+through the real app, the scenario writes its folder (provenance and table), and the table holds the figures.
+Scenarios run a few to one `python -m bench run A B ... --dry-run` (its imports and checkpoint checks paid once), in
+groups of about equal time, one test class each, so that the suite's two workers share them (xdist's loadscope: a
+class is a unit)."""
 
 from __future__ import annotations
 
@@ -27,15 +29,33 @@ TABLE_HOLDS = {
 }
 
 
-def dry_run(name: str, ckpt_cache: Path, tmp_path: Path) -> None:
+# seconds of each scenario's dry run on the 2-core box (pytest --durations, 2026-12-06); a new one counts as 25
+DRY_SECONDS = {"fit-check": 72, "zero3-profile": 53, "digests": 46, "seed": 28, "read-pieces": 26, "seed-a100": 26}
+GROUPS = 3
+
+
+def groups() -> list[list[str]]:
+    """The scenarios in GROUPS groups of about equal time, longest first into the lightest group."""
+    out: list[list[str]] = [[] for _ in range(GROUPS)]
+    for name in sorted(SCENARIOS, key=lambda n: -DRY_SECONDS.get(n, 25)):
+        min(out, key=lambda g: sum(DRY_SECONDS.get(n, 25) for n in g)).append(name)
+    return out
+
+
+def dry_run(names: list[str], ckpt_cache: Path, tmp_path: Path) -> None:
     root = tmp_path / "results"
-    cmd = [sys.executable, "-m", "bench", "run", name, "--dry-run", "--results", str(root)]
-    proc = subprocess.run(cmd, cwd=REPO, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=900)
+    cmd = [sys.executable, "-m", "bench", "run", *names, "--dry-run", "--results", str(root)]
+    proc = subprocess.run(cmd, cwd=REPO, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (folder,) = root.iterdir()
-    assert folder.name.rsplit("-20", 1)[0] == name
+    folders = {folder.name.rsplit("-20", 1)[0]: folder for folder in root.iterdir()}
+    assert sorted(folders) == sorted(names)
+    for name, folder in folders.items():
+        check_folder(name, folder, " ".join(names))
+
+
+def check_folder(name: str, folder: Path, names: str) -> None:
     record = json.loads((folder / provenance.PROVENANCE).read_text())
-    assert record["scenario"] == name and record["dry_run"] and record["command"].startswith(f"python -m bench run {name}")
+    assert record["scenario"] == name and record["dry_run"] and record["command"].startswith(f"python -m bench run {names}")
     table = (folder / provenance.TABLE).read_text()
     assert table.count("\n| ") >= 2, table  # a header and at least one row
     assert TABLE_HOLDS.get(name, "") in table
@@ -53,15 +73,15 @@ def dry_run(name: str, ckpt_cache: Path, tmp_path: Path) -> None:
         assert (folder / "naive-naive-profile.txt").read_text().count("function calls") >= 1
 
 
-def scenario_class(name: str) -> type:
+def group_class(names: list[str]) -> type:
     @pytest.mark.slow
     class DryRun:
         def test_dry_runs_through_python_m_bench(self, ckpt_cache: Path, tmp_path: Path) -> None:
-            dry_run(name, ckpt_cache, tmp_path)
+            dry_run(names, ckpt_cache, tmp_path)
 
-    DryRun.__name__ = DryRun.__qualname__ = "TestDryRun_" + name.replace("-", "_")
+    DryRun.__name__ = DryRun.__qualname__ = "TestDryRun_" + "_".join(n.replace("-", "_") for n in names)
     return DryRun
 
 
-for _class in map(scenario_class, SCENARIOS):
+for _class in map(group_class, groups()):
     globals()[_class.__name__] = _class
