@@ -56,8 +56,13 @@ def compose_settings(*overrides: str) -> Any:
 
 @pytest.fixture(scope="session")
 def ckpt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Generated checkpoints, shared by every test of the session (generation is deterministic)."""
-    return tmp_path_factory.mktemp("rlhf_exp_cache")
+    """Generated checkpoints and the rank-footprint probe, shared by every test of the session and by both xdist
+    workers (generation is deterministic and takes the cache's lock; the probe's figure is written whole)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:  # one process: its own temp dir
+        return tmp_path_factory.mktemp("rlhf_exp_cache")
+    shared = tmp_path_factory.getbasetemp().parent / "rlhf_exp_cache"  # the session's root, above each worker's
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 def deepspeed_chat_stage2(tmp_path: Path) -> Path:

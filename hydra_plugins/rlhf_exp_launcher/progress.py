@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 
-def watch_jobs(jobs: list[tuple[Any, Path]], poll_s: float = 2.0) -> None:
+def watch_jobs(jobs: list[tuple[Any, Path]], poll_s: float = 0.5) -> None:
     """Print what changes until every submitit job of `jobs` (with its job dir) is done."""
     from rlhf_exp.jobdir import JobDir, JsonlTail
     from rlhf_exp.records import Event

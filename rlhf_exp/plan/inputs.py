@@ -4,6 +4,7 @@ bytes, and the machine (host memory, GPU memory, a rank's base RSS measured once
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,7 +150,9 @@ def probe_rank_base(device: str, cache_dir: Path, persist: bool = True) -> RankB
     if persist:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(measured)
+            partial = cache.with_name(f"{cache.name}.{os.getpid()}")
+            partial.write_text(measured)
+            partial.replace(cache)  # whole or absent: jobs sharing the cache may read it at once
         except OSError:  # a read-only cache: measure again next time
             pass
     return RankBase(**json.loads(measured))

@@ -58,7 +58,8 @@ def test_deepspeed_09s_timing_allocates_adam_states_at_init_and_changes_nothing_
     torch optimizer's own tensors, as the plan says), and the weights after the PPO step are bit-identical."""
     from conftest import run_sweep_in
 
-    overrides = ("train.optimizer_states_at_init=false,true", "zero=stage1", "gpus=2", "verify_weights=true", "wandb.mode=disabled")
+    overrides = ("train.optimizer_states_at_init=false,true", "zero=stage1", "gpus=2", "verify_weights=true")
+    overrides += ("wandb.mode=disabled",)
     proc, (off, on) = run_sweep_in(tmp_path / "sweep", ckpt_cache, *overrides)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert off["config"]["train"]["optimizer_states_at_init"] is False and on["config"]["train"]["optimizer_states_at_init"]
