@@ -19,7 +19,8 @@ added on the weights' place in the same stage
                    eP fills on the GPU, no page mapped; loader.fast_read=false: C mapped on the host, eP on the GPU
                    ref/reward on CUDA with loader.copy_twin (ZeRO < 3 on actor/critic): eP copied on the GPU, no host
   rank0_broadcast  local rank 0 as direct; every other rank eP private on its place
-  zero3_init       eP/N (its partition) on its place; its own read (fast_read): C/N mapped (its share of the pages)
+  zero3_init       eP/N (its partition) on its place; its own read (fast_read): F/N mapped (F: the largest weight
+                   file, mapped one at a time; its share of the pages)
                    and its share of the largest tensor private, as stored; fast_read=false (from_pretrained): C mapped
                    plus the largest tensor being gathered; both plus ZERO3_INIT_LOAD_DRIVER_HOST outside the rank on a GPU
 init (deepspeed.initialize)

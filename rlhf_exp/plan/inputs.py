@@ -117,6 +117,7 @@ def role_shapes(settings: RunSettings, checkpoints: dict[str, Path | None]) -> d
             **_widths(config),
             loaded_params=base,
             read_peak_bytes=_read_peak(sizes),
+            largest_file_bytes=max(sizes, default=0),
         )
     return shapes
 

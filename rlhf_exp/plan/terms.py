@@ -22,6 +22,7 @@ class RoleShape:
     loaded_params: int = 0  # the checkpoint's model, as loaded (no LoRA, no value head); 0: params
     read_peak_bytes: int = 0  # naive's private read at its peak: the shards parsed so far plus the raw bytes of the
     # one being parsed, max over shards (0: 2C, as if one file)
+    largest_file_bytes: int = 0  # the largest weight file (shard); 0: C, as if one file
 
     @property
     def loaded(self) -> int:
@@ -30,6 +31,10 @@ class RoleShape:
     @property
     def read_peak(self) -> int:
         return self.read_peak_bytes or 2 * self.checkpoint_bytes
+
+    @property
+    def largest_file(self) -> int:
+        return self.largest_file_bytes or self.checkpoint_bytes
 
 
 @dataclass(frozen=True)

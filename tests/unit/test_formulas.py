@@ -146,3 +146,16 @@ def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
     assert stages[-4:] == ["ppo1.generate", "ppo1.score", "ppo1.train_actor", "ppo1.train_critic"]
     none = compose_settings("gpus=1", "ppo.steps=0")
     assert not any(st.stage.startswith("ppo") for st in make_plan(none, "direct", shapes, on("cuda", none), BASE).stages)
+
+
+@pytest.mark.parametrize("ranks", [1, 8])
+def test_zero3_init_maps_its_share_of_one_weight_file_at_a_time(ranks: int) -> None:
+    """fast_read maps one shard at a time and touches the rows of its share: the largest shard / N in RSS as file
+    pages (the 13B's 2 GiB shards: RssFile rose 1.96 GiB at gpus=1 and 0.27 at 8 ranks on the H200), not C / N."""
+    sharded = RoleShape(P, T, C, LARGEST, largest_file_bytes=C // 4)
+    ctx = LoadContext(sharded, 2, False, ranks, True, 0, staging_bytes=64 << 20)
+    transient, held = load_costs.zero3_init(ctx)
+    assert transient.host_mapped == pytest.approx(C / 4 / ranks)
+    assert held.host_mapped == 0 and held.gpu == pytest.approx(2 * P / ranks)
+    one_file = LoadContext(RoleShape(P, T, C, LARGEST), 2, False, ranks, True, 0, staging_bytes=64 << 20)
+    assert load_costs.zero3_init(one_file)[0].host_mapped == pytest.approx(C / ranks)  # unsharded: the whole file
