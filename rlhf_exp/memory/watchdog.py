@@ -10,8 +10,10 @@ handler) leave room for on a full host. So the watchdog:
 - then writes the stop reason for the job's guard first and SIGKILLs this node's ranks itself: a killed process
   allocates nothing more, at once. The guard then stops the job and names the watchdog and the stage.
 With `machine.emulate` and no cgroup for the job (memory/emulation.py) it also holds the job to the emulated host
-cap: the node figure at most `cap` above its first poll (the level before the ranks started), checked exactly, as
-the target's kernel would, with no projection.
+cap: the job's memory at most `cap` above its first poll (the level before the ranks started), checked exactly, as
+the target's kernel would, with no projection. The job's memory is the larger of the node figure's rise and its
+ranks' private memory (Σ Pss_Anon, from the watcher's latest sample): a neighbour freeing memory lowers the node
+figure under a job that still holds its own (seen in CI: node +0.71 GiB while the ranks held 1.90).
 Its record (watchdog.json) holds the limit, the trip, the highest node figure its polls saw and the kernel's own
 count of OOM kills on the node while it watched (/proc/vmstat oom_kill): proof of who stopped the job.
 """
@@ -57,6 +59,7 @@ class WatchdogRecord:
     oom_kills: int | None = None  # the kernel's OOM kills on this node while it watched; None where not reported
     cap: int | None = None  # machine.emulate: the job's host cap above the node figure of the first poll
     cap_limit: int | None = None  # that first figure plus the cap
+    ranks_private_at_trip: int | None = None  # the ranks' Σ Pss_Anon when the cap tripped
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,6 +75,13 @@ def projected_trip(history: deque[tuple[float, int]], limit: int) -> Trip | None
 def cap_reason(trip: Trip, record: WatchdogRecord, killed: list[int]) -> str:
     assert record.cap is not None and record.cap_limit is not None
     rise = trip.node_used - (record.cap_limit - record.cap)
+    held = record.ranks_private_at_trip or 0
+    if held > rise:
+        return (
+            f"emulated host: the job's ranks held {held / GIB:.2f} GiB (Σ Pss_Anon; the node figure rose "
+            f"{rise / GIB:.2f}), past the cap {record.cap / GIB:.2f} GiB (machine.host_gib x plan.host_fraction); "
+            f"ranks {killed or 'none yet'} killed"
+        )
     return (
         f"emulated host: the job's node memory rose {rise / GIB:.2f} GiB above its start, past the cap "
         f"{record.cap / GIB:.2f} GiB (machine.host_gib x plan.host_fraction); ranks {killed or 'none yet'} killed"
@@ -108,6 +118,7 @@ class Watchdog(threading.Thread):
         self.meminfo = kernel.MemInfo()
         self.oom_kills_before = kernel.oom_kill_count()
         self.done = threading.Event()
+        self.ranks_private = 0  # the ranks' Σ Pss_Anon at the watcher's latest sample (set by the watcher)
 
     def run(self) -> None:
         history: deque[tuple[float, int]] = deque()
@@ -121,7 +132,8 @@ class Watchdog(threading.Thread):
                 history.popleft()
             if record.cap is not None and record.cap_limit is None:
                 record.cap_limit = used + record.cap  # the first poll: before any rank started
-            if record.cap_limit is not None and record.trip is None and used >= record.cap_limit:
+            if record.cap_limit is not None and record.trip is None and self.over_cap(used):
+                record.ranks_private_at_trip = self.ranks_private
                 self.stop_ranks(Trip(t=time.time(), node_used=used, climb=0, projected=used), capped=True)
             elif record.limit is not None and record.trip is None:
                 trip = projected_trip(history, record.limit)
@@ -129,6 +141,11 @@ class Watchdog(threading.Thread):
                     self.stop_ranks(trip)
             elif record.trip is not None:
                 self.kill_ranks()  # ranks that started after the trip (the guard's stop is on its way)
+
+    def over_cap(self, used: int) -> bool:
+        record = self.record
+        assert record.cap is not None and record.cap_limit is not None
+        return used >= record.cap_limit or self.ranks_private >= record.cap
 
     def stop_ranks(self, trip: Trip, capped: bool = False) -> None:
         """The reason first (the guard and the failure attribution read it), then the kill."""

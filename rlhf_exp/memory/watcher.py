@@ -90,7 +90,9 @@ def watch(
         with open(job_dir.samples_file(node), "a", buffering=1) as out:
             out.write(json_line(SamplesHeader(cgroup.describe(), interval)))
             while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
-                out.write(json_line(take_sample(finder, cgroup, nvml)))
+                sample = take_sample(finder, cgroup, nvml)
+                watchdog.ranks_private = sum(r.pss_anon for r in sample.ranks.values())  # the emulated cap's second figure
+                out.write(json_line(sample))
                 time.sleep(interval)
             out.write(json_line(take_sample(finder, cgroup, nvml)))
     finally:

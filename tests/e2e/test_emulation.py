@@ -30,9 +30,10 @@ def test_a_job_over_the_emulated_host_cap_fails_at_the_stage_its_plan_names(tmp_
         assert auto["failure"]["reason"].startswith("the kernel's OOM killer inside the emulated host cap (1.35 GiB, cgroup")
     else:  # this host allows no cgroup of the job's own
         assert auto["emulation"]["host"]["by"] == "watchdog"
-    # the watchdog reads the node-wide figure, which the machine's other work also moves: never later than the plan
+    # the watchdog reads the node-wide figure, which the machine's other work moves either way, and the ranks' own
+    # Σ Pss_Anon, which only the job moves: the larger of the two never trips later than the plan
     assert watchdog["emulation"]["host"]["by"] == "watchdog" and watchdog["failure"]["process"] == "watchdog"
-    assert "emulated host: the job's node memory rose" in watchdog["failure"]["reason"]
+    assert "emulated host: the job's " in watchdog["failure"]["reason"]  # node memory rose, or its ranks held
     assert STAGES.index(watchdog["failure"]["stage"]) <= STAGES.index(named)
     assert "emulated" in proc.stdout and "local: host 1.35 (watchdog)" in proc.stdout  # the sweep table's column
     assert "emulated local: host 1.35" in (tmp_path / "sweep" / "report.html").read_text()

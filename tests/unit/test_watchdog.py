@@ -59,3 +59,22 @@ def test_an_untripped_watchdog_records_the_peak_and_kills_nothing(tmp_path: Path
         assert not (tmp_path / "stop_reason.json").exists()
     finally:
         rank.kill()
+
+
+def test_the_emulated_cap_counts_the_ranks_own_memory_when_the_node_figure_falls_behind(tmp_path: Path) -> None:
+    """The cap trips on the larger of the node figure's rise and the ranks' Σ Pss_Anon, which the watcher hands the
+    watchdog at each sample: a neighbour freeing memory must not let a job past its emulated host."""
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    watchdog = Watchdog(JobDir(tmp_path), node=0, ranks=lambda: {0: rank.pid}, max_fraction=None, lead_s=0.2, cap_bytes=4 * GIB)
+    watchdog.start()
+    try:
+        time.sleep(0.1)
+        assert rank.poll() is None  # the node figure has not risen 4 GiB
+        watchdog.ranks_private = 5 * GIB  # what the watcher's sample of the ranks says they hold
+        assert rank.wait(timeout=10) == -9
+    finally:
+        rank.kill()
+    record = watchdog.finish()
+    assert record.killed == [0] and record.ranks_private_at_trip == 5 * GIB
+    reason = json.loads((tmp_path / "stop_reason.json").read_text())["reason"]
+    assert reason.startswith("emulated host: the job's ranks held 5.00 GiB (Σ Pss_Anon;") and "past the cap 4.00 GiB" in reason
