@@ -107,6 +107,11 @@ class Sample:
     cgroup_usage: int | None = None
     gpu_used: tuple[int, ...] = ()
 
+    @property
+    def ranks_pss_anon(self) -> int:
+        """The ranks' private memory together (Σ Pss_Anon): what the job's own processes hold."""
+        return sum(r.pss_anon for r in self.ranks.values())
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": self.t, "node_used": self.node_used}
         if self.cgroup_usage is not None:

@@ -77,14 +77,12 @@ def cap_reason(trip: Trip, record: WatchdogRecord, killed: list[int]) -> str:
     rise = trip.node_used - (record.cap_limit - record.cap)
     held = record.ranks_private_at_trip or 0
     if held > rise:
-        return (
-            f"emulated host: the job's ranks held {held / GIB:.2f} GiB (Σ Pss_Anon; the node figure rose "
-            f"{rise / GIB:.2f}), past the cap {record.cap / GIB:.2f} GiB (machine.host_gib x plan.host_fraction); "
-            f"ranks {killed or 'none yet'} killed"
-        )
+        figure = f"ranks held {held / GIB:.2f} GiB (Σ Pss_Anon; the node figure rose {rise / GIB:.2f})"
+    else:
+        figure = f"node memory rose {rise / GIB:.2f} GiB above its start"
     return (
-        f"emulated host: the job's node memory rose {rise / GIB:.2f} GiB above its start, past the cap "
-        f"{record.cap / GIB:.2f} GiB (machine.host_gib x plan.host_fraction); ranks {killed or 'none yet'} killed"
+        f"emulated host: the job's {figure}, past the cap {record.cap / GIB:.2f} GiB "
+        f"(machine.host_gib x plan.host_fraction); ranks {killed or 'none yet'} killed"
     )
 
 

@@ -91,7 +91,7 @@ def watch(
             out.write(json_line(SamplesHeader(cgroup.describe(), interval)))
             while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
                 sample = take_sample(finder, cgroup, nvml)
-                watchdog.ranks_private = sum(r.pss_anon for r in sample.ranks.values())  # the emulated cap's second figure
+                watchdog.ranks_private = sample.ranks_pss_anon  # the emulated cap's second figure
                 out.write(json_line(sample))
                 time.sleep(interval)
             out.write(json_line(take_sample(finder, cgroup, nvml)))

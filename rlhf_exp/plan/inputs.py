@@ -4,7 +4,6 @@ bytes, and the machine (host memory, GPU memory, a rank's base RSS measured once
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from rlhf_exp.config.presets import preset_config
 from rlhf_exp.config.roles import CHECKPOINT_KIND, ROLE_CHECKPOINT, ROLE_KIND, TRAIN_ROLES
 from rlhf_exp.config.schema import CheckpointSpec, LoraSettings, RunSettings
 from rlhf_exp.config.units import DTYPE_BYTES
+from rlhf_exp.jobdir import write_json_atomic
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.gpu import Nvml
 from rlhf_exp.plan.formulas import CUDA_CONTEXT_HOST
@@ -151,9 +151,7 @@ def probe_rank_base(device: str, cache_dir: Path, persist: bool = True) -> RankB
     if persist:
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
-            partial = cache.with_name(f"{cache.name}.{os.getpid()}")
-            partial.write_text(measured)
-            partial.replace(cache)  # whole or absent: jobs sharing the cache may read it at once
+            write_json_atomic(cache, json.loads(measured))  # whole or absent: jobs sharing the cache may read it at once
         except OSError:  # a read-only cache: measure again next time
             pass
     return RankBase(**json.loads(measured))

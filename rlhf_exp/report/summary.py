@@ -63,7 +63,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
     ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
     node_peak = _max([s.node_used for s in inside])
     cgroup_peak = _max([s.cgroup_usage for s in inside])
-    pss_sums = [sum(v.pss_anon for v in s.ranks.values()) for s in inside]
+    pss_sums = [s.ranks_pss_anon for s in inside]
     gpu_used = [max(s.gpu_used) for s in inside if s.gpu_used]
     ends = [ev for _, ev in sorted(window.closes.items()) if ev.event == "end"]
     facts = ends[0].facts if ends else {}

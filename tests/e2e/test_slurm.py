@@ -31,18 +31,26 @@ LAUNCH = (
 ACTOR_ONLY = ("roles=[actor,ref]", "ppo.steps=0")
 
 
-def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[str, str]]:
-    """sacct's record of the sweep's jobs, once each has left RUNNING/COMPLETING (node 0 returns a bit earlier)."""
-    ids = sorted({p.name.split("_")[0] for p in submitit_folder.glob("*_submitted.pkl")})
+UNSETTLED = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING")
+
+
+def settled_jobs(ids: list[str], settle_s: float = 60) -> dict[str, dict[str, str]]:
+    """sacct's record of the jobs by name, once sacct knows each and none is still in UNSETTLED (node 0 returns a bit
+    earlier than its job ends), polled every half second; what sacct says at `settle_s` if not settled by then."""
     cmd = ["sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State,AllocTRES", "-j", ",".join(ids)]
     deadline = time.time() + settle_s
     while True:
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         rows = [line.split("|") for line in out.splitlines() if line]
-        settled = all(state not in ("RUNNING", "COMPLETING", "PENDING") for _, _, state, _ in rows)
+        settled = len(rows) >= len(ids) and all(state not in UNSETTLED for _, _, state, _ in rows)
         if settled or time.time() > deadline:
             return {name: {"id": jid, "state": state, "tres": tres} for jid, name, state, tres in rows}
-        time.sleep(1)
+        time.sleep(0.5)
+
+
+def slurm_jobs(submitit_folder: Path, settle_s: float = 60) -> dict[str, dict[str, str]]:
+    """The sweep's SLURM jobs (settled_jobs), found by submitit's folder."""
+    return settled_jobs(sorted({p.name.split("_")[0] for p in submitit_folder.glob("*_submitted.pkl")}), settle_s)
 
 
 def mib(tres: str) -> float:
@@ -194,18 +202,6 @@ def test_a_refused_submission_cancels_the_submitted_jobs_and_prints_the_table(tm
     assert len(jobs) == 1 and all(j["state"].startswith("CANCELLED") for j in jobs.values()), jobs
 
 
-def job_state_when_done(job_id: str, timeout_s: float = 600) -> str:
-    """The job's final state (sacct), polled every half second."""
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        cmd = ["sacct", "-X", "-n", "-P", "-o", "State", "-j", job_id]
-        state = subprocess.run(cmd, capture_output=True, text=True).stdout.strip()
-        if state and state not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING"):
-            return state
-        time.sleep(0.5)
-    raise AssertionError(f"SLURM job {job_id} did not end within {timeout_s} s")
-
-
 @pytest.mark.slow
 def test_the_sbatch_script_runs_from_a_fresh_directory(tmp_path: Path, ckpt_cache: Path) -> None:
     """launchers/sbatch_rlhf_exp.sh as the README shows it, from a directory with no outputs/ yet."""
@@ -216,7 +212,7 @@ def test_the_sbatch_script_runs_from_a_fresh_directory(tmp_path: Path, ckpt_cach
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     job_id = re.search(r"Submitted batch job (\d+)", proc.stdout).group(1)
     log = tmp_path / f"rlhf_exp-{job_id}.out"
-    state = job_state_when_done(job_id)  # sbatch --wait polls at 2, 4, 8, 16, 32 s: up to half a minute late
-    assert state == "COMPLETED", state + (log.read_text()[-3000:] if log.exists() else "")
+    (job,) = settled_jobs([job_id], settle_s=600).values()  # sbatch --wait polls at 2, 4, 8, 16, 32 s: up to 30 s late
+    assert job["state"] == "COMPLETED", job["state"] + (log.read_text()[-3000:] if log.exists() else "")
     result = json.loads((tmp_path / "outputs" / "slurm" / job_id / "result.json").read_text())
     assert result["status"] == "completed" and result["launcher"] == "slurm" and result["gpus"] == 1
