@@ -14,6 +14,7 @@ from test_end_to_end import assert_complete_result
 from test_ppo import assert_ppo_step
 
 from rlhf_exp.report import html as report
+from rlhf_exp.report.table import CONSOLE_WIDTH
 from rlhf_exp.report.timeline import build_timeline
 from rlhf_exp.report.tracking import wandb_run_dirs
 from rlhf_exp.report.wandb_offline import read_offline_run
@@ -100,6 +101,8 @@ def test_the_sweep_ends_with_a_comparison_table_and_its_report(sweep: tuple[Path
 def test_the_console_is_quiet_and_informative(sweep_console: str) -> None:
     assert "plan: loader=" in sweep_console and "✓ actor.load" in sweep_console
     assert "build s: seconds" in sweep_console and "report:" in sweep_console  # the end-of-sweep table, its legend
+    tables = [line for line in sweep_console.splitlines() if line[:1] in "┏┃┡│└"]  # the stage and sweep tables
+    assert tables and max(map(len, tables)) <= CONSOLE_WIDTH  # 120 columns (README)
     assert re.search(r"│ 3   │ gpus=2 loader=low_mem", sweep_console), sweep_console[-3000:]  # named by its swept keys
     assert "wandb sync " in sweep_console and "offline-run-*" in sweep_console  # how to upload the offline runs
     for noise in ("FutureWarning", "wandb: ", "[WARNING]", "Setting accelerator"):
