@@ -46,9 +46,13 @@ def ensure_libraries(argv: list[str]) -> None:
         return
     if str(SITE) in os.environ.get("PYTHONPATH", "") or not list(WHEELS.glob("*.whl")):
         sys.exit(f"error: missing {', '.join(missing)}; valid: bash setup.sh (a venv), or wheels in {WHEELS} (bench/README.md)")
-    print(f"installing {len(list(WHEELS.glob('*.whl')))} carried wheels into {SITE} (missing: {', '.join(missing)})", flush=True)
-    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade"]
-    subprocess.run([*pip, "--target", str(SITE), *map(str, sorted(WHEELS.glob("*.whl")))], check=True)
+    wheels = sorted(WHEELS.glob("*.whl"))
+    installed = SITE / ".carried_wheels"  # an earlier command of this lease installed these: no second pip
+    if not installed.exists() or installed.read_text() != "\n".join(w.name for w in wheels):
+        print(f"installing {len(wheels)} carried wheels into {SITE} (missing: {', '.join(missing)})", flush=True)
+        pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
+        subprocess.run([*pip, "--upgrade", "--target", str(SITE), *map(str, wheels)], check=True)
+        installed.write_text("\n".join(w.name for w in wheels))
     os.environ["PYTHONPATH"] = os.pathsep.join([str(SITE), str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     os.execv(sys.executable, [sys.executable, "-m", "bench", *argv])
 
@@ -71,21 +75,39 @@ def machine_environment() -> None:
 
 
 def detach(argv: list[str]) -> None:
-    """This command again, in a new session (it outlives the call), its console in LOG; results under KEEP."""
+    """This command again, in a new session (it outlives the call), its console in LOG; results under KEEP. A run
+    detached while another is running queues behind it, so one lease's commands run in turn and one `follow`
+    waits for them all."""
     KEEP.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "bench", *argv]
+    if running():
+        ahead = detached_pids()[-1]
+        command = ["bash", "-c", f'while kill -0 {ahead} 2>/dev/null; do sleep 1; done; exec "$@"', "queued", *command]
     with open(LOG, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "bench", *argv], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
-    PID.write_text(str(proc.pid))
-    print(f"started pid {proc.pid}; console: {LOG}; then: python3 -m bench follow --wait 540 --pack $OUT")
+        proc = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # fmt: skip
+    with open(PID, "a") as pids:
+        pids.write(f"{proc.pid}\n")
+    queued = f" (queued behind pid {ahead})" if command[0] == "bash" else ""
+    print(f"started pid {proc.pid}{queued}; console: {LOG}; then: python3 -m bench follow --wait 540 --pack $OUT")
+
+
+def detached_pids() -> list[int]:
+    """Every run detached on this machine, in order (each later one queued behind the one before)."""
+    return [int(p) for p in PID.read_text().split()] if PID.exists() else []
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def running() -> bool:
-    try:
-        os.kill(int(PID.read_text()), 0)
-    except (FileNotFoundError, ValueError, ProcessLookupError):
-        return False
-    return True
+    """The last detached run is alive: it outlives every run queued ahead of it."""
+    return any(alive(p) for p in detached_pids()[-1:])
 
 
 def follow(wait_s: float, pack: Path | None, lines: int = 60) -> int:
@@ -105,8 +127,9 @@ def follow(wait_s: float, pack: Path | None, lines: int = 60) -> int:
 
 
 def stop() -> None:
-    if running():
-        os.killpg(int(PID.read_text()), signal.SIGTERM)
+    for pid in detached_pids():
+        if alive(pid):
+            os.killpg(pid, signal.SIGTERM)
 
 
 def pack_results(results: Path, into: Path) -> None:

@@ -30,6 +30,8 @@ class RankMemoryNow:
     cuda_reserved: int | None = None
     cuda_peak_allocated: int | None = None
     cuda_peak_reserved: int | None = None
+    cuda_pinned: int | None = None  # torch's pinned host pool: in the RSS but not in Pss_Anon
+    cuda_peak_pinned: int | None = None
     nvml_used: int | None = None
 
 

@@ -4,7 +4,10 @@ A live HfDeepSpeedConfig makes transformers build the model inside deepspeed.zer
 partitioned across ranks as it is made and no rank ever holds the whole model. Valid only with ZeRO-3 (checked
 before ranks start). Two ways to fill the partitions:
 - loader.fast_read=true (default): each rank reads its own share of every tensor from the memory-mapped
-  safetensors and copies it into its partition (`fill_partitions`): no collective at all.
+  safetensors and copies it into its partition (`fill_partitions`): no collective at all. zero.Init's own broadcast of
+  rank 0's fresh (unfilled) values is skipped (`PartitionWithoutBroadcast`): every partition is overwritten anyway,
+  and at 8 ranks sharing a GPU (gloo) those broadcasts were 81 s of rank 0's load stages, staged through pinned host
+  buffers that stayed in each rank (bench/results/zero3-profile-2026-12-05).
 - loader.fast_read=false: from_pretrained, the library's path: per module, every rank gathers the whole
   parameters, rank 0 copies the checkpoint tensor in, broadcasts it, and each rank partitions again. At 8 ranks
   sharing a GPU (gloo) the gathers and broadcasts were 208 of rank 0's 301 s (bench/results/zero3-profile-2026-12-04).
@@ -16,12 +19,14 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import deepspeed
 import torch
 import torch.distributed as dist
 from safetensors import safe_open
 from torch import nn
 from transformers import AutoConfig
 from transformers.integrations import HfDeepSpeedConfig
+from transformers.integrations.deepspeed import deepspeed_config
 from transformers.models.auto.auto_factory import _get_model_class
 from transformers.utils.generic import ContextManagers
 
@@ -56,10 +61,23 @@ def partitioned_model(request: LoadRequest) -> nn.Module:
 
 
 def init_contexts(cls: type, dtype: torch.dtype, config: object) -> list:
-    """from_pretrained's own contexts for making a model (not quantized, zero.Init not yet entered). The method's
-    signature moves between minor versions: 5.25 added `config`."""
+    """from_pretrained's own contexts for making a model (not quantized, zero.Init not yet entered), its zero.Init
+    swapped for one that does not broadcast. The method's signature moves between minor versions: 5.25 added
+    `config`."""
     optional = {"config": config} if "config" in inspect.signature(cls.get_init_context).parameters else {}
-    return cls.get_init_context(dtype, False, False, None, **optional)
+    contexts = cls.get_init_context(dtype, False, False, None, **optional)
+    no_broadcast = PartitionWithoutBroadcast(config_dict_or_path=deepspeed_config())
+    return [no_broadcast if isinstance(c, deepspeed.zero.Init) else c for c in contexts]
+
+
+class PartitionWithoutBroadcast(deepspeed.zero.Init):
+    """zero.Init that partitions each new parameter without first broadcasting rank 0's copy to every rank
+    (DeepSpeed 0.19's `_zero_init_param` is convert, broadcast, partition): the values are not initialised (transformers'
+    no_init_weights) and fill_partitions overwrites every partition from the checkpoint."""
+
+    def _zero_init_param(self, param: nn.Parameter) -> None:
+        self._convert_to_deepspeed_param(param)
+        param.partition()
 
 
 def fill_partitions(model: nn.Module, files: list[Path]) -> None:

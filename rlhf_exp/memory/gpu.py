@@ -22,10 +22,12 @@ def reset_cuda_peak(device: torch.device) -> None:
         import torch
 
         torch.cuda.reset_peak_memory_stats(device)
+        torch.cuda.reset_peak_host_memory_stats()
 
 
 def cuda_stats(device: torch.device) -> dict[str, int]:
-    """Allocated/reserved now and allocated peak since the last reset, in bytes."""
+    """Allocated/reserved now and allocated peak since the last reset, in bytes; and torch's pinned host pool (page-locked
+    host memory: gloo's staging of CUDA tensors, fast_read's buffers), now and at its peak."""
     if not cuda_active(device):
         return {}
     import torch
@@ -36,7 +38,15 @@ def cuda_stats(device: torch.device) -> dict[str, int]:
         "cuda_reserved": torch.cuda.memory_reserved(device),
         "cuda_peak_allocated": torch.cuda.max_memory_allocated(device),
         "cuda_peak_reserved": torch.cuda.max_memory_reserved(device),
+        **pinned_pool(torch.cuda.host_memory_stats()),
     }
+
+
+def pinned_pool(stats: dict[str, int]) -> dict[str, int]:
+    """The pinned host pool's bytes (blocks in use and cached). torch <= 2.12 names it reserved_bytes (allocated_bytes:
+    in use); 2.13 renamed it allocated_bytes (active_bytes: in use)."""
+    key = "reserved_bytes" if "reserved_bytes.current" in stats else "allocated_bytes"
+    return {"cuda_pinned": int(stats.get(f"{key}.current", 0)), "cuda_peak_pinned": int(stats.get(f"{key}.peak", 0))}
 
 
 class Nvml:

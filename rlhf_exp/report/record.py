@@ -37,6 +37,8 @@ class RankRecord:
     cuda_reserved_gib: float | None = measured("CUDA reserved", "GiB")
     cuda_peak_allocated_gib: float | None = measured("CUDA peak allocated", "GiB")
     cuda_peak_reserved_gib: float | None = measured("CUDA peak reserved", "GiB")
+    cuda_pinned_gib: float | None = measured("pinned host pool", "GiB")  # torch's page-locked host blocks, cached too
+    cuda_peak_pinned_gib: float | None = measured("pinned host pool peak", "GiB")
     nvml_used_gib: float | None = measured("NVML used", "GiB")
 
 
@@ -137,7 +139,15 @@ STAGE_FACTS = (
     "reward_mean",
     "kl",
 )
-RANK_GPU_FIGURES = ("cuda_allocated", "cuda_reserved", "cuda_peak_allocated", "cuda_peak_reserved", "nvml_used")
+RANK_GPU_FIGURES = (
+    "cuda_allocated",
+    "cuda_reserved",
+    "cuda_peak_allocated",
+    "cuda_peak_reserved",
+    "cuda_pinned",
+    "cuda_peak_pinned",
+    "nvml_used",
+)
 
 
 @dataclass(frozen=True)
