@@ -22,7 +22,8 @@ def reset_cuda_peak(device: torch.device) -> None:
         import torch
 
         torch.cuda.reset_peak_memory_stats(device)
-        torch.cuda.reset_peak_host_memory_stats()
+        if hasattr(torch.cuda, "reset_peak_host_memory_stats"):  # torch >= 2.7
+            torch.cuda.reset_peak_host_memory_stats()
 
 
 def cuda_stats(device: torch.device) -> dict[str, int]:
@@ -38,7 +39,7 @@ def cuda_stats(device: torch.device) -> dict[str, int]:
         "cuda_reserved": torch.cuda.memory_reserved(device),
         "cuda_peak_allocated": torch.cuda.max_memory_allocated(device),
         "cuda_peak_reserved": torch.cuda.max_memory_reserved(device),
-        **pinned_pool(torch.cuda.host_memory_stats()),
+        **(pinned_pool(torch.cuda.host_memory_stats()) if hasattr(torch.cuda, "host_memory_stats") else {}),
     }
 
 
