@@ -53,9 +53,11 @@ def replan(result: dict) -> dict:
     settings = RunSettings.model_validate({**config, "loader": {**config["loader"], "name": result["loader"]}})
     old = result["plan"]
     n = settings.gpus  # the measured runs: one node holding every rank
-    target = Target("local", result["device"], 0, 0, None, n, 1, n, n if config.get("share_gpus") else 1)
+    recorded = old.get("machine")  # the job's own target (its cores set fast_read's threads); older results lack it
+    shared = n if config.get("share_gpus") else 1
+    target = Target(**recorded) if recorded else Target("local", result["device"], 0, 0, None, n, 1, n, shared)
     dist = next(st for st in result["stages"] if st["stage"] == "dist_init")  # the base as this job measured it
-    base = RankBase(old["base_rank_gib"] * GIB, old.get("base_private_gib") or dist["rank_pss_anon_peak_max_gib"] * GIB)
+    base = RankBase(old["base_rank_gib"] * GIB, (old.get("base_private_gib") or dist["rank_pss_anon_peak_max_gib"]) * GIB)
     plan = make_plan(settings, result["loader"], role_shapes(settings, {}), target, base)
     return {**result, "plan": {**old, **plan.to_dict()}}
 
