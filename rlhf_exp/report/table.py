@@ -46,7 +46,11 @@ def stage_table(result: dict[str, Any]) -> Table:
 
 def print_result(result: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(width=CONSOLE_WIDTH)
-    console.print(stage_table(result))
+    table = stage_table(result)
+    if result.get("stages"):
+        console.print(table)
+    else:  # no stage began (a failure at launch): the title alone, not squeezed into an empty table's width
+        console.print(table.title)
     if result.get("status") != "completed":
         f = Failure.from_dict(result.get("failure")) or Failure(stage=None, rank=None, reason="unknown")
         reason = escape(f.reason)  # errors carry [brackets] rich would read as markup
