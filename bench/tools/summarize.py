@@ -74,6 +74,12 @@ def write_results_md() -> None:
     print(f"wrote {BENCH / 'RESULTS.md'}")
 
 
+def same_run(a: Path, b: Path) -> bool:
+    """Two result folders of one bench run: the same bench.json (command, date, commit, machine, sizes)."""
+    first, second = a / "bench.json", b / "bench.json"
+    return first.exists() and second.exists() and first.read_bytes() == second.read_bytes()
+
+
 def unpack(tarball: Path) -> None:
     """A lease's packed results/ into bench/results/ (a name taken already gets -2, -3, ...), its console kept in each
     as console.log."""
@@ -82,9 +88,11 @@ def unpack(tarball: Path) -> None:
         log = Path(tmp) / "results" / "bench.log"
         for folder in sorted(p for p in (Path(tmp) / "results").iterdir() if p.is_dir()):
             target, n = RESULTS / folder.name, 1
-            while target.exists():  # another lease's folder of the same scenario and day
+            while target.exists() and not same_run(folder, target):  # another lease's folder of the same scenario and day
                 n += 1
                 target = RESULTS / f"{folder.name}-{n}"
+            if target.exists():  # a later pack of the same run (each `follow --pack` packs all so far): it supersedes
+                shutil.rmtree(target)
             shutil.copytree(folder, target)
             if log.exists():
                 shutil.copy(log, target / "console.log")
