@@ -71,6 +71,10 @@ ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (Dee
 # torch.cuda peak allocated, every stage).
 CUDA_CONTEXT_GPU = 1.75 * GIB  # NVML used at actor.load before torch allocates (h200-1gpu-plan)
 CUDA_CONTEXT_HOST = 0.5 * GIB  # a rank's RSS after its first CUDA call, less before (probe_rank_base cuda - cpu)
+# node memory a rank's CUDA context holds outside every process's RSS (the driver's own allocations): the node figure
+# less the ranks' Pss_Anon at dist_init, 0.04-0.14 GiB a CUDA rank (median 0.085) in 100 runs of bench/results at 1, 2
+# and 8 ranks, about 0 on CPU ranks (runs where a neighbour freed memory meanwhile left out)
+CUDA_CONTEXT_OUTSIDE = 0.085 * GIB
 # host memory a GPU rank keeps once its first engine is initialised (CUDA runtime, NCCL, DeepSpeed state): node
 # figures of direct at gpus=1 on the H200 (h200-7b-zero2: 0.92-0.96 GiB at init stages vs 0.71 without it)
 CUDA_RUNTIME_HOST = 0.25 * GIB
@@ -80,11 +84,13 @@ HEAP_KEPT = 0.015
 # and, after naive's fp32 host models, node memory outside the rank's RSS in the PPO stages: 1.8-2.1 GiB above the
 # rest after a 39 GiB transient (h200-7b-zero2 naive)
 NODE_KEPT_FP32 = 0.05
-# deepspeed.initialize of a ZeRO-3 train role on a GPU rank: host transient of partitioning (h200-7b-zero3: VmHWM
-# rise 0.91 / 0.99 GiB at actor.init / critic.init)
+# deepspeed.initialize of a ZeRO-3 train role on a GPU rank of its own (NCCL): host transient of partitioning
+# (h200-7b-zero3: VmHWM rise 0.91 / 0.99 GiB at actor.init / critic.init)
 ZERO3_INIT_HOST = 0.7 * GIB
-# node memory outside the ranks' RSS that a GPU rank's ZeRO-3 work adds (driver allocations behind DeepSpeed's
-# partitioning and gathering), h200-7b-zero3: node 0.8 GiB above the rest from the first ZeRO-3 init on
+# node memory outside the ranks' RSS that a NCCL rank's ZeRO-3 work adds (driver allocations behind DeepSpeed's
+# partitioning and gathering), h200-7b-zero3: node 0.8 GiB above the rest from the first ZeRO-3 init on. Neither shows
+# on ranks sharing a GPU through gloo: 0.04-0.22 GiB a rank at each init, CUDA_RUNTIME_HOST's share included
+# (llama-1.3b at 8 ranks, bench/results/plan-vs-measured-2026-12-06)
 ZERO3_DRIVER_HOST = 0.8 * GIB  # (zero3_init's load stages: load_costs.ZERO3_INIT_LOAD_DRIVER_HOST)
 ALLOCATOR_RESERVE = 0.10  # NVML peak - context over torch's peak: 8-14 % from reward.init on (h200-1gpu-plan)
 
@@ -104,6 +110,7 @@ def init_cost(
     on_gpu: bool,
     local_rank: int,
     offload: bool = False,
+    nccl: bool = True,
 ) -> tuple[RankMemory, RankMemory]:
     """(transient, held after) of deepspeed.initialize given what the load left (`held`).
 
@@ -114,7 +121,7 @@ def init_cost(
     optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
     # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
     bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
-    partitioning = ZERO3_INIT_HOST if train and zero == 3 and on_gpu else 0.0
+    partitioning = ZERO3_INIT_HOST if train and zero == 3 and on_gpu and nccl else 0.0
     weights = e * p / n if zero == 3 and not spec.partitioned else None
     if on_gpu and offload:  # DeepSpeed keeps the optimizer (and under ZeRO-3 the parameters) in host memory
         on_host = optimizer + (weights or 0.0)
@@ -156,26 +163,30 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     N (ZeRO's divisor) is every rank of the job; node figures sum the ranks of one node (target.ranks_per_node)."""
     spec = get_spec(loader)
     n, local, on_gpu = settings.gpus, target.ranks_per_node, target.device == "cuda"
+    nccl = on_gpu and target.ranks_per_gpu == 1  # ranks sharing a GPU talk through gloo
     e, convert = DTYPE_BYTES[settings.dtype], settings.dtype != settings.model.checkpoint_dtype
     g = min(settings.loader.group_size, local) if spec.takes_turns else local
     staging = fast_read_staging(settings, target) if settings.loader.fast_read else 0.0
     plan = Plan(loader, n, target.device, _gib(base.rss), local, _gib(base.private))
+    if on_gpu:  # what the node holds per rank before any model: the probe's private memory and the driver's share
+        base = RankBase(base.rss, base.private + CUDA_CONTEXT_OUTSIDE)
     plan.stages.append(StagePlan(DIST_INIT, _gib(base.rss), 0.0, _gib(local * base.private), 0.0, _gpu_device(0.0, on_gpu)))
     held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
-        contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging) for r in range(local)]
+        contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging, nccl) for r in range(local)]
         load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else load_costs.of_loader(loader)
         costs = [_with_adapters(spec, load_cost(ctx), shape, e) for ctx in contexts]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
-        costs = [init_cost(spec, load_held[r], shape, e, n, zero, role in TRAIN_ROLES, on_gpu, r, offload) for r in range(local)]
+        train = role in TRAIN_ROLES
+        costs = [init_cost(spec, load_held[r], shape, e, n, zero, train, on_gpu, r, offload, nccl) for r in range(local)]
         earlier = settings.roles[: settings.roles.index(role)]
         first_zero3 = zero == 3 and all(role_stage(getattr(settings.zero, r)) != 3 for r in earlier)
         runtime = RankMemory(  # what a GPU rank's runtime adds once, from this init on
             host_private=CUDA_RUNTIME_HOST if on_gpu and not earlier else 0.0,
-            host_outside=ZERO3_DRIVER_HOST if on_gpu and first_zero3 else 0.0,
+            host_outside=ZERO3_DRIVER_HOST if nccl and first_zero3 else 0.0,
         )
         # the ZeRO-3 driver share shows during init when the load already partitioned (zero3_init), after it otherwise
         during = runtime if spec.partitioned else RankMemory(host_private=runtime.host_private)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.terms import LoadContext, RankMemory
 
-# node memory outside the rank's RSS while zero.Init partitions on a GPU (h200-7b-zero3: 0.9-1.3 GiB at each load stage)
+# node memory outside the rank's RSS while zero.Init partitions on a GPU rank of its own (NCCL; h200-7b-zero3: 0.9-1.3
+# GiB at each load stage); ranks sharing a GPU (gloo) showed none (plan-vs-measured-2026-12-06: 0.24 GiB a rank in all)
 ZERO3_INIT_LOAD_DRIVER_HOST = 0.9 * GIB
 
 Cost = tuple[RankMemory, RankMemory]
@@ -80,7 +81,7 @@ def zero3_init(ctx: LoadContext) -> Cost:
     from_pretrained (fast_read=false): the checkpoint mapped, plus the largest tensor gathered."""
     e, shape = ctx.engine_bytes, ctx.shape
     part = _on_place(ctx, e * shape.loaded / ctx.ranks)
-    driver = RankMemory(host_outside=ZERO3_INIT_LOAD_DRIVER_HOST if ctx.on_gpu else 0.0)
+    driver = RankMemory(host_outside=ZERO3_INIT_LOAD_DRIVER_HOST if ctx.nccl else 0.0)
     if ctx.staging_bytes:
         stored = shape.checkpoint_bytes / max(1, shape.loaded)  # bytes per element as stored
         share = RankMemory(host_private=stored * shape.largest_tensor / ctx.ranks, host_mapped=shape.largest_file / ctx.ranks)

@@ -56,6 +56,7 @@ class LoadContext:
     on_gpu: bool
     local_rank: int
     staging_bytes: float = 0.0  # fast_read's buffers per rank: threads x 2 x chunk (pinned host; the GPU too when converting)
+    nccl: bool = False  # one rank per GPU, talking through NCCL (ranks sharing a GPU use gloo)
 
 
 @dataclass

@@ -8,7 +8,7 @@ from conftest import compose_settings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan import load_costs
-from rlhf_exp.plan.formulas import MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
+from rlhf_exp.plan.formulas import CUDA_CONTEXT_OUTSIDE, MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
 from rlhf_exp.plan.machine import Target, local_target
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape
 
@@ -17,6 +17,7 @@ C = 2 * P  # an fp16 checkpoint
 T = 10_000_000  # LoRA + head
 LARGEST = 100_000_000
 BASE = RankBase(rss=0.5 * GIB, private=0.3 * GIB)
+GPU_RANK_BASE = BASE.private + CUDA_CONTEXT_OUTSIDE  # what a GPU rank's node share starts from: the driver's part too
 SHAPES = {
     role: RoleShape(P, T if role in ("actor", "critic") else 0, C, LARGEST) for role in ("actor", "ref", "critic", "reward")
 }
@@ -49,9 +50,9 @@ def test_staggered_node_peak_is_one_group_at_a_time() -> None:
     settings = compose_settings("gpus=4", "loader=staggered", "loader.group_size=2")
     load = stage(make_plan(settings, "staggered", SHAPES, on("cuda", settings), BASE), "actor.load")
     transient = 4 * P + 2 * C
-    assert load.node_peak_gib == gib(4 * BASE.private + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
+    assert load.node_peak_gib == gib(4 * GPU_RANK_BASE + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
     naive = stage(make_plan(settings, "naive", SHAPES, on("cuda", settings), BASE), "actor.load")
-    assert naive.node_peak_gib == gib(4 * BASE.private + 4 * transient)
+    assert naive.node_peak_gib == gib(4 * GPU_RANK_BASE + 4 * transient)
 
 
 def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_buffers() -> None:
@@ -59,11 +60,11 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_
     load = stage(make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE), "actor.load")
     staging = 4 * 2 * 8 * 2**20  # threads x two buffers x chunk, pinned; on the GPU too: fp16 -> bf16 is converted there
     assert load.gpu_rank_gib == gib(2 * P + staging)
-    assert load.rank_rise_gib == gib(staging) and load.node_peak_gib == gib(2 * (BASE.private + staging))
+    assert load.rank_rise_gib == gib(staging) and load.node_peak_gib == gib(2 * (GPU_RANK_BASE + staging))
     library = compose_settings("gpus=2", "dtype=bf16", "loader=direct", "loader.fast_read=false")
     load = stage(make_plan(library, "direct", SHAPES, on("cuda", library), BASE), "actor.load")
     assert load.gpu_rank_gib == gib(2 * P) and load.rank_rise_gib == gib(C)  # from_pretrained maps the file
-    assert load.node_peak_gib == gib(2 * BASE.private)  # mapped file pages are page cache, not used memory
+    assert load.node_peak_gib == gib(2 * GPU_RANK_BASE)  # mapped file pages are page cache, not used memory
 
 
 @pytest.mark.parametrize("loader", ["direct", "rank0_broadcast"])  # rank0_broadcast: local rank 0 reads as direct
@@ -159,3 +160,23 @@ def test_zero3_init_maps_its_share_of_one_weight_file_at_a_time(ranks: int) -> N
     assert held.host_mapped == 0 and held.gpu == pytest.approx(2 * P / ranks)
     one_file = LoadContext(RoleShape(P, T, C, LARGEST), 2, False, ranks, True, 0, staging_bytes=64 << 20)
     assert load_costs.zero3_init(one_file)[0].host_mapped == pytest.approx(C / ranks)  # unsharded: the whole file
+
+
+def test_zero3_driver_terms_come_with_nccl_not_with_ranks_sharing_a_gpu() -> None:
+    """A GPU rank of its own (NCCL) leaves host memory outside its RSS while zero.Init partitions and from its first
+    ZeRO-3 init on; ranks sharing one GPU (gloo) showed none of it (plan-vs-measured-2026-12-06)."""
+    from rlhf_exp.plan.formulas import ZERO3_DRIVER_HOST, ZERO3_INIT_HOST
+
+    own = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init")
+    shared = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init", "share_gpus=true")
+    one_gpu = local_target(shared, "cuda", 1000 * GIB, 1000 * GIB, 80 * GIB, 1)
+    assert one_gpu.ranks_per_gpu == 8
+    nccl = make_plan(own, "zero3_init", SHAPES, on("cuda", own), BASE)
+    gloo = make_plan(shared, "zero3_init", SHAPES, one_gpu, BASE)
+    for name, outside in (
+        ("actor.load", load_costs.ZERO3_INIT_LOAD_DRIVER_HOST),
+        ("actor.init", ZERO3_DRIVER_HOST + ZERO3_INIT_HOST),  # the actor trains: its init partitions optimizer state
+        ("ref.init", ZERO3_DRIVER_HOST),
+    ):
+        assert stage(nccl, name).node_peak_gib == pytest.approx(stage(gloo, name).node_peak_gib + 8 * outside / GIB, abs=1e-3)
+    assert stage(nccl, "actor.load").gpu_rank_gib == stage(gloo, "actor.load").gpu_rank_gib  # the GPU side is the same

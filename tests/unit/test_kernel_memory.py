@@ -30,3 +30,15 @@ def test_node_and_cgroup_figures_are_live() -> None:
         block = np.ones(200 * MIB, dtype=np.uint8)
         assert cgroup.usage_bytes() - before >= 150 * MIB
         del block
+
+
+def test_the_pinned_pool_is_read_under_either_name_torch_gave_it() -> None:
+    """torch <= 2.12 calls the pool (blocks in use and cached) reserved_bytes; 2.13 renamed it allocated_bytes and
+    calls the bytes in use active_bytes. The figure is the pool either way."""
+    from rlhf_exp.memory.gpu import pinned_pool
+
+    older = {"allocated_bytes.current": 1 * MIB, "reserved_bytes.current": 64 * MIB, "reserved_bytes.peak": 96 * MIB}
+    newer = {"active_bytes.current": 1 * MIB, "allocated_bytes.current": 64 * MIB, "allocated_bytes.peak": 96 * MIB}
+    for stats in (older, newer):
+        assert pinned_pool(stats) == {"cuda_pinned": 64 * MIB, "cuda_peak_pinned": 96 * MIB}
+    assert pinned_pool({}) == {"cuda_pinned": 0, "cuda_peak_pinned": 0}  # no pinned block yet
