@@ -51,6 +51,8 @@ only the context: under a full card torch gives its cache back before it raises 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rlhf_exp.config.roles import ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings, role_stage
 from rlhf_exp.config.stages import DIST_INIT, engine_stage, ppo_stage
@@ -78,12 +80,16 @@ CUDA_CONTEXT_OUTSIDE = 0.085 * GIB
 # host memory a GPU rank keeps once its first engine is initialised (CUDA runtime, NCCL, DeepSpeed state): node
 # figures of direct at gpus=1 on the H200 (h200-7b-zero2: 0.92-0.96 GiB at init stages vs 0.71 without it)
 CUDA_RUNTIME_HOST = 0.25 * GIB
-# glibc keeps a share of the largest host transient in its arenas after it is freed; seen in the PPO stages of
-# naive (39 GiB transient, 0.6 GiB kept) and low_mem (25 GiB, ~0.3 GiB) on the H200 (h200-7b-zero2)
-HEAP_KEPT = 0.015
-# and, after naive's fp32 host models, node memory outside the rank's RSS in the PPO stages: 1.8-2.1 GiB above the
-# rest after a 39 GiB transient (h200-7b-zero2 naive)
-NODE_KEPT_FP32 = 0.05
+# glibc keeps a share of the largest host transient of deepspeed.initialize in its arenas after it is freed; seen in
+# the PPO stages of low_mem (13.3 GiB at init, 0.4-0.75 GiB kept) on the H200 (h200-7b-zero2)
+HEAP_KEPT = 0.03
+# after deepspeed.initialize cast naive's fp32 host models, whatever their size: the rank's Pss_Anon at reward.init
+# stands 1.35 GiB above direct's at 7B (h200-7b-zero2) and 1.34 at 13B (fit-check-2026-12-05, seed-2026-12-05);
+# staggered, which casts its own model, keeps none
+HEAP_KEPT_FP32 = 1.35 * GIB
+# and node memory outside the rank's RSS in the PPO stages: 1.6 GiB at 7B (h200-7b-zero2), 1.4 in the seed's short
+# step at 13B (seed-2026-12-05), 1.0 draining to 0 over the seed's 512-token step (fit-check-2026-12-05)
+NODE_KEPT_FP32 = 1.3 * GIB
 # deepspeed.initialize of a ZeRO-3 train role on a GPU rank of its own (NCCL): host transient of partitioning
 # (h200-7b-zero3: VmHWM rise 0.91 / 0.99 GiB at actor.init / critic.init)
 ZERO3_INIT_HOST = 0.7 * GIB
@@ -177,6 +183,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging, nccl) for r in range(local)]
         load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else load_costs.of_loader(loader)
         costs = [_with_adapters(spec, load_cost(ctx), shape, e) for ctx in contexts]
+        if any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles[: settings.roles.index(role)]):
+            # the driver's share a ZeRO-3 load takes outside the rank is held already since the first ZeRO-3 init
+            # (ZERO3_DRIVER_HOST): 13B at gpus=1, node 1.6-1.9 GiB at ref/critic/reward.load, not 2.7 (fit-check-2026-12-05)
+            costs = [(replace(t, host_outside=0.0), after) for t, after in costs]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
@@ -200,13 +210,19 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         plan.stages[-1].optimizer_state_gib = round(states / GIB, 6)  # as the ranks record it
         held = [held[r].plus(costs[r][1]) for r in range(local)]
     if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
-        largest = max(st.rank_rise_gib for st in plan.stages) * GIB
+        # what deepspeed.initialize freed (a cast or a move to the GPU) is what the arenas keep a share of: staggered,
+        # whose fp32 transient is its own load's, keeps none (seed-2026-12-05: Pss_Anon as direct's after its engine)
+        largest = max((st.rank_rise_gib for st in plan.stages if st.stage.endswith(".init")), default=0.0) * GIB
         kept = RankMemory(
-            host_private=HEAP_KEPT * largest if on_gpu else 0.0,
-            host_outside=NODE_KEPT_FP32 * largest if on_gpu and spec.fp32_model else 0.0,
+            host_private=(HEAP_KEPT_FP32 if spec.fp32_model else HEAP_KEPT * largest) if on_gpu else 0.0,
+            host_outside=NODE_KEPT_FP32 if on_gpu and spec.fp32_model else 0.0,
         )
         held = [h.plus(kept) for h in held]
         for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
+            # the step's host allocations come out of the arenas' kept memory first (naive at 7B: VmHWM 0.87 GiB above
+            # direct's in every PPO part, not the 1.35 kept plus the 0.45-0.75 the parts take)
+            if spec.fp32_model:
+                transient = replace(transient, host_private=max(0.0, transient.host_private - kept.host_private))
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             if part in TRAINED:  # the role's states after its step, whenever they came
                 role = TRAINED[part]
