@@ -10,7 +10,6 @@ ranks; on CPU ranks the received copies are host memory too (the host is the dev
 
 from __future__ import annotations
 
-import deepspeed.comm
 import torch
 import torch.distributed as dist
 from accelerate.utils import set_module_tensor_to_device
@@ -54,5 +53,5 @@ def load_rank0_broadcast(request: LoadRequest) -> nn.Module:
     for tensor in model.state_dict().values():  # same keys in the same order on every rank
         if tensor.data_ptr() not in sent:  # a tied weight once
             sent.add(tensor.data_ptr())
-            deepspeed.comm.broadcast(tensor, src=src, group=group)  # DeepSpeed's: staged on CPU where ranks share a GPU
+            dist.broadcast(tensor, src=src, group=group)
     return model

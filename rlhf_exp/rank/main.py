@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import cProfile
 import gc
-import importlib
 import os
 import socket
 import sys
@@ -64,19 +63,6 @@ def skip_unused_shm_op() -> None:
     deepspeed.ops.__compatible_ops__[ShareMemCommBuilder.NAME] = False
 
 
-def stage_shared_gpu_collectives_on_cpu() -> None:
-    """Ranks sharing a GPU talk through gloo, which stages every CUDA tensor of a collective in page-locked host
-    memory from torch's pinned pool: rounded up to a power of two and cached for the rank's life. That pool is an
-    artefact of sharing (an 8-GPU node's NCCL needs no host copy), and it grew to 0.86 GiB per rank in the PPO step
-    of llama-1.3b at 8 ranks, 7 GiB of the node (bench/results/plan-vs-measured-2026-12-06). DeepSpeed's own
-    staging of device tensors through plain CPU copies (deepspeed/comm/torch.py `stage_on_cpu`, there for gloo on
-    Apple's MPS) is turned on for CUDA tensors too: each collective's copies live while it runs, then go."""
-    # by module name: the attribute deepspeed.comm.torch is torch itself (deepspeed.comm re-exports it)
-    ds_comm = importlib.import_module("deepspeed.comm.torch")
-    needs_staging = ds_comm._needs_cpu_staging
-    ds_comm._needs_cpu_staging = lambda tensor: needs_staging(tensor) or (isinstance(tensor, torch.Tensor) and tensor.is_cuda)
-
-
 @contextmanager
 def profiled(out: Path | None) -> Iterator[None]:
     """cProfile what runs inside into `out` (None: run it unprofiled)."""
@@ -110,8 +96,6 @@ def main(path: Path) -> None:
     gc.freeze()
     with recorder.stage(DIST_INIT, sync=False) as info:
         deepspeed.init_distributed(dist_backend=spec.backend, timeout=timedelta(seconds=settings.dist_timeout_s), verbose=False)
-        if device.type == "cuda" and spec.backend == "gloo":
-            stage_shared_gpu_collectives_on_cpu()
         if device.type == "cuda":
             context = cuda_context(device)
             if context is not None:
