@@ -83,13 +83,15 @@ CUDA_RUNTIME_HOST = 0.25 * GIB
 # glibc keeps a share of the largest host transient of deepspeed.initialize in its arenas after it is freed; seen in
 # the PPO stages of low_mem (13.3 GiB at init, 0.4-0.75 GiB kept) on the H200 (h200-7b-zero2)
 HEAP_KEPT = 0.03
-# after deepspeed.initialize cast naive's fp32 host models, whatever their size: the rank's Pss_Anon at reward.init
+# after deepspeed.initialize cast naive's fp32 host models (at 7B and 13B alike): the rank's Pss_Anon at reward.init
 # stands 1.35 GiB above direct's at 7B (h200-7b-zero2) and 1.34 at 13B (fit-check-2026-12-05, seed-2026-12-05);
 # staggered, which casts its own model, keeps none
 HEAP_KEPT_FP32 = 1.35 * GIB
 # and node memory outside the rank's RSS in the PPO stages: 1.6 GiB at 7B (h200-7b-zero2), 1.4 in the seed's short
 # step at 13B (seed-2026-12-05), 1.0 draining to 0 over the seed's 512-token step (fit-check-2026-12-05)
 NODE_KEPT_FP32 = 1.3 * GIB
+# both at most this share of deepspeed.initialize's largest rise (7B: 26.5 GiB -> 1.33): a small model keeps little
+FP32_KEPT_SHARE = 0.05
 # deepspeed.initialize of a ZeRO-3 train role on a GPU rank of its own (NCCL): host transient of partitioning
 # (h200-7b-zero3: VmHWM rise 0.91 / 0.99 GiB at actor.init / critic.init)
 ZERO3_INIT_HOST = 0.7 * GIB
@@ -214,8 +216,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         # whose fp32 transient is its own load's, keeps none (seed-2026-12-05: Pss_Anon as direct's after its engine)
         largest = max((st.rank_rise_gib for st in plan.stages if st.stage.endswith(".init")), default=0.0) * GIB
         kept = RankMemory(
-            host_private=(HEAP_KEPT_FP32 if spec.fp32_model else HEAP_KEPT * largest) if on_gpu else 0.0,
-            host_outside=NODE_KEPT_FP32 if on_gpu and spec.fp32_model else 0.0,
+            host_private=(min(HEAP_KEPT_FP32, FP32_KEPT_SHARE * largest) if spec.fp32_model else HEAP_KEPT * largest)
+            if on_gpu
+            else 0.0,
+            host_outside=min(NODE_KEPT_FP32, FP32_KEPT_SHARE * largest) if on_gpu and spec.fp32_model else 0.0,
         )
         held = [h.plus(kept) for h in held]
         for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
