@@ -185,7 +185,9 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging, nccl) for r in range(local)]
         load_cost = load_costs.twin_copy if twin_source(settings, spec, role, on_gpu) else load_costs.of_loader(loader)
         costs = [_with_adapters(spec, load_cost(ctx), shape, e) for ctx in contexts]
-        if any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles[: settings.roles.index(role)]):
+        earlier = settings.roles[: settings.roles.index(role)]
+        zero3_before = any(role_stage(getattr(settings.zero, r)) == 3 for r in earlier)
+        if zero3_before:
             # the driver's share a ZeRO-3 load takes outside the rank is held already since the first ZeRO-3 init
             # (ZERO3_DRIVER_HOST): 13B at gpus=1, node 1.6-1.9 GiB at ref/critic/reward.load, not 2.7 (fit-check-2026-12-05)
             costs = [(replace(t, host_outside=0.0), after) for t, after in costs]
@@ -194,8 +196,7 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         offload = getattr(settings.zero, role).offload
         train = role in TRAIN_ROLES
         costs = [init_cost(spec, load_held[r], shape, e, n, zero, train, on_gpu, r, offload, nccl) for r in range(local)]
-        earlier = settings.roles[: settings.roles.index(role)]
-        first_zero3 = zero == 3 and all(role_stage(getattr(settings.zero, r)) != 3 for r in earlier)
+        first_zero3 = zero == 3 and not zero3_before
         runtime = RankMemory(  # what a GPU rank's runtime adds once, from this init on
             host_private=CUDA_RUNTIME_HOST if on_gpu and not earlier else 0.0,
             host_outside=ZERO3_DRIVER_HOST if nccl and first_zero3 else 0.0,
@@ -214,7 +215,8 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     if settings.ppo.steps and set(settings.roles) == set(ROLES):  # the first step: later ones repeat it
         # what deepspeed.initialize freed (a cast or a move to the GPU) is what the arenas keep a share of: staggered,
         # whose fp32 transient is its own load's, keeps none (seed-2026-12-05: Pss_Anon as direct's after its engine)
-        largest = max((st.rank_rise_gib for st in plan.stages if st.stage.endswith(".init")), default=0.0) * GIB
+        inits = {engine_stage(r, "init") for r in settings.roles}
+        largest = max((st.rank_rise_gib for st in plan.stages if st.stage in inits), default=0.0) * GIB
         kept = RankMemory(
             host_private=(min(HEAP_KEPT_FP32, FP32_KEPT_SHARE * largest) if spec.fp32_model else HEAP_KEPT * largest)
             if on_gpu
