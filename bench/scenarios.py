@@ -11,6 +11,7 @@ from bench.scenario import Run, Scenario
 from bench.tools import (
     digests,
     fit_check,
+    gpu_peaks,
     host_figures,
     host_speed,
     naive_init,
@@ -222,6 +223,31 @@ SCENARIOS: dict[str, Scenario] = {
                 for name, at_init in (("deepspeed-0.9", "true"), ("today", "false"))
             ),
             table=verdicts.table,
+            compares=False,
+        ),
+        Scenario(
+            name="gpu-peaks",
+            summary="what made each stage's GPU peak (torch's allocation history replayed, rank 0): the PPO step at "
+            "4 x 1024 tokens at gpus=1, and 8 ranks sharing the GPU under ZeRO-3, beside the plan's figure",
+            full={**GPU, "small": "llama-1.3b", "ranks": "8", "tokens": "512"},
+            dry=CPU,
+            runs=(
+                Run(
+                    "ppo-long",
+                    ("direct",),
+                    (
+                        *ZERO2,
+                        "model={small}",
+                        "ppo.steps=1",
+                        "ppo.prompt_len={tokens}",
+                        "ppo.answer_len={tokens}",
+                        "train.micro_batch_size=4",
+                        "profile_gpu_memory=true",
+                    ),
+                ),  # fmt: skip
+                Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1", "profile_gpu_memory=true")),
+            ),
+            table=gpu_peaks.table,
             compares=False,
         ),
         Scenario(

@@ -195,6 +195,10 @@ class JobDir:
         """cProfile of one rank's engine build (profile=true); `python -m pstats` reads it."""
         return self.path / PROFILES / f"rank{rank}.prof"
 
+    def gpu_memory_file(self, rank: int) -> Path:
+        """One line per stage: what was live at the stage's GPU peak, by allocating line (profile_gpu_memory=true)."""
+        return self.path / PROFILES / f"gpu_memory_rank{rank}.jsonl"
+
     # --- a run's lifecycle -------------------------------------------------------------------------
     def clear(self) -> None:
         """Remove a previous run's records, so events and samples are this run's alone."""

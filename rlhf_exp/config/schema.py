@@ -220,6 +220,7 @@ class RunSettings(Strict):
     fault: FaultSettings = FaultSettings()
     verify_weights: bool = False
     profile: bool = False
+    profile_gpu_memory: bool = False
     resume: bool = True
     roles: list[Literal["actor", "ref", "critic", "reward"]] = Field(default=list(ROLES), min_length=1)
 

@@ -88,7 +88,7 @@ def main(path: Path) -> None:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     device, gpu_index = rank_device(spec.device, node_local_rank())
     torch.manual_seed(settings.seed)
-    recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault)
+    recorder = StageRecorder(job_dir, rank, device, gpu_index, settings.fault, settings.profile_gpu_memory)
     recorder.write("start", host=socket.gethostname(), local_rank=node_local_rank())
     skip_unused_shm_op()
     # The ~400k objects of the imports above live as long as the rank: keep the collector from walking them again.

@@ -7,6 +7,7 @@ back. A stage that raises writes an `error` event with the traceback before the 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -21,7 +22,7 @@ import torch.distributed as dist
 
 from rlhf_exp.config.schema import FaultSettings
 from rlhf_exp.jobdir import JobDir
-from rlhf_exp.memory import gpu, kernel
+from rlhf_exp.memory import gpu, gpu_history, kernel
 from rlhf_exp.records import Event, EventKind, RankMemoryNow, json_line
 
 TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
@@ -29,9 +30,17 @@ TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
 
 class StageRecorder:
     def __init__(
-        self, job_dir: JobDir, rank: int, device: torch.device, nvml_index: int | None = None, fault: FaultSettings | None = None
+        self,
+        job_dir: JobDir,
+        rank: int,
+        device: torch.device,
+        nvml_index: int | None = None,
+        fault: FaultSettings | None = None,
+        gpu_history: bool = False,
     ) -> None:
         self.rank = rank
+        # profile_gpu_memory: one rank's allocation history per stage (the ranks' GPU work is alike)
+        self.gpu_history = gpu_history and rank == 0 and gpu.cuda_active(device)
         self.fault = fault
         self.device = device
         self.nvml = gpu.Nvml() if device.type == "cuda" else None
@@ -93,6 +102,9 @@ class StageRecorder:
         gpu.reset_cuda_peak(self.device)
         extra: dict[str, Any] = {}
         self.write("begin", name, memory=self.memory())
+        allocated_at_begin = torch.cuda.memory_allocated(self.device) if self.gpu_history else 0
+        if self.gpu_history:
+            gpu_history.start(self.device)
         start = time.perf_counter()
         try:
             self._inject_fault(name)
@@ -100,7 +112,20 @@ class StageRecorder:
         except BaseException as exc:
             self._write_error(name, exc)
             raise
+        finally:
+            if self.gpu_history:  # a stage that ran out of memory is the one whose peak matters most
+                self._write_gpu_history(name, allocated_at_begin)
         self.write("end", name, duration_s=time.perf_counter() - start, facts=extra, memory=self.memory())
+
+    def _write_gpu_history(self, stage: str, allocated_at_begin: int) -> None:
+        try:
+            line = {"stage": stage, **gpu_history.peak_sites(self.device, allocated_at_begin)}
+        except Exception as exc:  # noqa: BLE001 - a diagnostic: the job goes on without it
+            line = {"stage": stage, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        path = self.job_dir.gpu_memory_file(self.rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as fh:
+            fh.write(json.dumps(line) + "\n")
 
     def _inject_fault(self, stage: str) -> None:
         f = self.fault

@@ -1,0 +1,37 @@
+"""What made each stage's GPU peak (profile_gpu_memory=true): rank 0's live allocations at the peak, by the line that
+allocated them, beside the plan's GPU figure for a rank. Reads profiles/gpu_memory_rank0.jsonl of each job."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from bench.scenario import Context
+from bench.tools.tables import markdown
+
+SHOWN_GIB = 0.02  # sites below this are left out of the table (the jsonl kept beside it has them all)
+
+
+def table(ctx: Context) -> str:
+    parts = []
+    for job in ctx.jobs:
+        history = job.job_dir / "profiles" / "gpu_memory_rank0.jsonl"
+        if not history.exists():
+            parts.append(f"{job.run}/{job.label}: no GPU history (CPU ranks, or the job ended before its first stage)\n")
+            continue
+        kept = ctx.out / f"{job.run}-{job.label.replace(':', '_')}-gpu-memory.jsonl"
+        shutil.copyfile(history, kept)
+        plan = {s["stage"]: s.get("gpu_rank_gib") for s in ((job.result or {}).get("plan") or {}).get("stages", [])}
+        rows = []
+        for line in history.read_text().splitlines():
+            stage = json.loads(line)
+            if "error" in stage:
+                rows.append({"stage": stage["stage"], "site": f"not recorded: {stage['error']}"})
+                continue
+            head = {"stage": stage["stage"], "site": "peak allocated (plan)", "GiB": stage["peak_allocated_gib"],
+                    "plan GiB": plan.get(stage["stage"])}  # fmt: skip
+            rows.append(head)
+            rows += [{"stage": "", "site": site, "GiB": gib} for site, gib in stage["sites"] if gib >= SHOWN_GIB]
+        status = (job.result or {}).get("status", "no result")
+        parts.append(markdown(rows, f"{job.run}/{job.label} ({status}); every site: {kept.name}"))
+    return "\n".join(parts)
