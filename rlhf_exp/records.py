@@ -32,6 +32,7 @@ class RankMemoryNow:
     cuda_peak_reserved: int | None = None
     cuda_pinned: int | None = None  # torch's pinned host pool: in the RSS but not in Pss_Anon
     cuda_peak_pinned: int | None = None
+    cuda_pinned_blocks: int | None = None  # the pool's blocks (power-of-2 sizes): bytes / blocks tells their size
     nvml_used: int | None = None
 
 

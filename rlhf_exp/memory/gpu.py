@@ -47,7 +47,11 @@ def pinned_pool(stats: dict[str, int]) -> dict[str, int]:
     """The pinned host pool's bytes (blocks in use and cached). torch <= 2.12 names it reserved_bytes (allocated_bytes:
     in use); 2.13 renamed it allocated_bytes (active_bytes: in use)."""
     key = "reserved_bytes" if "reserved_bytes.current" in stats else "allocated_bytes"
-    return {"cuda_pinned": int(stats.get(f"{key}.current", 0)), "cuda_peak_pinned": int(stats.get(f"{key}.peak", 0))}
+    return {
+        "cuda_pinned": int(stats.get(f"{key}.current", 0)),
+        "cuda_peak_pinned": int(stats.get(f"{key}.peak", 0)),
+        "cuda_pinned_blocks": int(stats.get("num_host_alloc", 0)) - int(stats.get("num_host_free", 0)),
+    }
 
 
 class Nvml:

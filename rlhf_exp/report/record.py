@@ -39,6 +39,7 @@ class RankRecord:
     cuda_peak_reserved_gib: float | None = measured("CUDA peak reserved", "GiB")
     cuda_pinned_gib: float | None = measured("pinned host pool", "GiB")  # torch's page-locked host blocks, cached too
     cuda_peak_pinned_gib: float | None = measured("pinned host pool peak", "GiB")
+    cuda_pinned_blocks: int | None = measured("pinned host blocks", "")  # blocks in the pool (cudaHostAlloc less frees)
     nvml_used_gib: float | None = measured("NVML used", "GiB")
 
 

@@ -50,6 +50,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
     for key in RANK_GPU_FIGURES:
         if getattr(last, key) is not None:
             setattr(record, f"{key}_gib", gib(getattr(last, key)))
+    record.cuda_pinned_blocks = last.cuda_pinned_blocks
     return record
 
 

@@ -37,8 +37,10 @@ def test_the_pinned_pool_is_read_under_either_name_torch_gave_it() -> None:
     calls the bytes in use active_bytes. The figure is the pool either way."""
     from rlhf_exp.memory.gpu import pinned_pool
 
+    blocks = {"num_host_alloc": 5, "num_host_free": 1}  # cudaHostAlloc and cudaFreeHost calls: 4 blocks in the pool
     older = {"allocated_bytes.current": 1 * MIB, "reserved_bytes.current": 64 * MIB, "reserved_bytes.peak": 96 * MIB}
     newer = {"active_bytes.current": 1 * MIB, "allocated_bytes.current": 64 * MIB, "allocated_bytes.peak": 96 * MIB}
     for stats in (older, newer):
-        assert pinned_pool(stats) == {"cuda_pinned": 64 * MIB, "cuda_peak_pinned": 96 * MIB}
-    assert pinned_pool({}) == {"cuda_pinned": 0, "cuda_peak_pinned": 0}  # no pinned block yet
+        want = {"cuda_pinned": 64 * MIB, "cuda_peak_pinned": 96 * MIB, "cuda_pinned_blocks": 4}
+        assert pinned_pool({**stats, **blocks}) == want
+    assert pinned_pool({}) == {"cuda_pinned": 0, "cuda_peak_pinned": 0, "cuda_pinned_blocks": 0}  # no pinned block yet
