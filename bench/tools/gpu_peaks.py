@@ -22,6 +22,7 @@ def table(ctx: Context) -> str:
         kept = ctx.out / f"{job.run}-{job.label.replace(':', '_')}-gpu-memory.jsonl"
         shutil.copyfile(history, kept)
         plan = {s["stage"]: s.get("gpu_rank_gib") for s in ((job.result or {}).get("plan") or {}).get("stages", [])}
+        pinned = {s["stage"]: _pinned(s) for s in (job.result or {}).get("stages", [])}
         rows = []
         for line in history.read_text().splitlines():
             stage = json.loads(line)
@@ -29,9 +30,18 @@ def table(ctx: Context) -> str:
                 rows.append({"stage": stage["stage"], "site": f"not recorded: {stage['error']}"})
                 continue
             head = {"stage": stage["stage"], "site": "peak allocated (plan)", "GiB": stage["peak_allocated_gib"],
-                    "plan GiB": plan.get(stage["stage"])}  # fmt: skip
+                    "plan GiB": plan.get(stage["stage"]), "pinned host pool GiB (blocks)": pinned.get(stage["stage"])}  # fmt: skip
             rows.append(head)
             rows += [{"stage": "", "site": site, "GiB": gib} for site, gib in stage["sites"] if gib >= SHOWN_GIB]
         status = (job.result or {}).get("status", "no result")
         parts.append(markdown(rows, f"{job.run}/{job.label} ({status}); every site: {kept.name}"))
     return "\n".join(parts)
+
+
+def _pinned(stage: dict) -> str | None:
+    """The largest rank's pinned host pool at the stage's end, and its block count (bytes / blocks: their size)."""
+    ranks = [r for r in stage.get("per_rank", []) if r.get("cuda_pinned_gib") is not None]
+    if not ranks:
+        return None
+    top = max(ranks, key=lambda r: r["cuda_pinned_gib"])
+    return f"{top['cuda_pinned_gib']:.3f} ({top.get('cuda_pinned_blocks', '-')})"
