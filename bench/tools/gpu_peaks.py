@@ -29,9 +29,16 @@ def table(ctx: Context) -> str:
             if "error" in stage:
                 rows.append({"stage": stage["stage"], "site": f"not recorded: {stage['error']}"})
                 continue
-            head = {"stage": stage["stage"], "site": "peak allocated (plan)", "GiB": stage["peak_allocated_gib"],
-                    "plan GiB": plan.get(stage["stage"]), "pinned host pool GiB (blocks)": pinned.get(stage["stage"])}  # fmt: skip
-            rows.append(head)
+            name = stage["stage"]
+            rows.append(
+                {
+                    "stage": name,
+                    "site": "peak allocated",
+                    "GiB": stage["peak_allocated_gib"],
+                    "plan GiB": plan.get(name),
+                    "pinned host pool GiB (blocks)": pinned.get(name),
+                }
+            )
             rows += [{"stage": "", "site": site, "GiB": gib} for site, gib in stage["sites"] if gib >= SHOWN_GIB]
         status = (job.result or {}).get("status", "no result")
         parts.append(markdown(rows, f"{job.run}/{job.label} ({status}); every site: {kept.name}"))
