@@ -38,7 +38,8 @@ init (deepspeed.initialize)
                    memory outside the rank's RSS
 PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ranks also a host share per part,
 and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
-outside the rank, after naive's fp32 models).
+outside the rank, after naive's fp32 models); on GPU ranks sharing a GPU (gloo), ZeRO-3's gathers and gradient
+reduces staged through torch's pinned host pool (gloo_staging.py), held from the part that grows it.
 
 A rank's planned peak in a stage = base RSS (a probe process that imported the rank's libraries and, on GPU,
 made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
@@ -59,7 +60,7 @@ from rlhf_exp.config.stages import DIST_INIT, engine_stage, ppo_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
 from rlhf_exp.loaders.registry import LoaderSpec, get_spec
 from rlhf_exp.loaders.twin import twin_source
-from rlhf_exp.plan import load_costs
+from rlhf_exp.plan import gloo_staging, load_costs
 from rlhf_exp.plan.machine import Target
 from rlhf_exp.plan.ppo_costs import adam_states, ppo_costs, states_at_init
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape, StagePlan
@@ -224,7 +225,13 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             host_outside=min(NODE_KEPT_FP32, FP32_KEPT_SHARE * largest) if on_gpu and spec.fp32_model else 0.0,
         )
         held = [h.plus(kept) for h in held]
-        for part, transient, after in ppo_costs(settings, shapes, n, on_gpu):
+        steps = ppo_costs(settings, shapes, n, on_gpu)
+        pinned = _gloo_staging([part for part, _, _ in steps], settings, shapes, n, e) if on_gpu and not nccl else {}
+        pinned_before = 0.0
+        for part, transient, after in steps:
+            if pinned:  # the pinned pool grows by this part's new blocks and keeps them
+                grown = RankMemory(host_private=pinned[part] - pinned_before)
+                transient, after, pinned_before = transient.plus(grown), after.plus(grown), pinned[part]
             # the step's host allocations come out of the arenas' kept memory first (naive at 7B: VmHWM 0.87 GiB above
             # direct's in every PPO part, not the 1.35 kept plus the 0.45-0.75 the parts take)
             if spec.fp32_model:
@@ -236,6 +243,13 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
                 plan.stages[-1].optimizer_state_gib = round(adam_states(shapes[role], stage, n) / GIB, 6)
             held = [h.plus(after) for h in held]
     return plan
+
+
+def _gloo_staging(parts: list[str], settings: RunSettings, shapes: dict[str, RoleShape], n: int, e: int) -> dict[str, float]:
+    """Ranks sharing a GPU (gloo): the pinned pool their ZeRO-3 gathers and gradient reduces leave, after each part."""
+    zero3 = {role for role in settings.roles if role_stage(getattr(settings.zero, role)) == 3}
+    lora_r = {role: settings.lora.r for role in TRAIN_ROLES if settings.lora.enabled}
+    return gloo_staging.staging_pool(parts, shapes, zero3, TRAINED, lora_r, n, e) if zero3 else {}
 
 
 def fast_read_staging(settings: RunSettings, target: Target) -> float:

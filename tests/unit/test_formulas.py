@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from conftest import compose_settings
 
@@ -180,3 +182,28 @@ def test_zero3_driver_terms_come_with_nccl_not_with_ranks_sharing_a_gpu() -> Non
     ):
         assert stage(nccl, name).node_peak_gib == pytest.approx(stage(gloo, name).node_peak_gib + 8 * outside / GIB, abs=1e-3)
     assert stage(nccl, "actor.load").gpu_rank_gib == stage(gloo, "actor.load").gpu_rank_gib  # the GPU side is the same
+
+
+def test_ranks_sharing_a_gpu_keep_zero3s_gathers_and_gradient_reduces_in_a_pinned_pool_that_only_grows() -> None:
+    """gloo stages CUDA tensors through torch's pinned host pool (gloo_staging.py): the PPO parts of ranks sharing a GPU
+    hold it on top of what ranks of their own GPU (NCCL) hold, growing with each role gathered and trained."""
+    from rlhf_exp.plan.gloo_staging import gather_classes, pow2
+
+    own = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init", "ppo.steps=1")
+    shared = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init", "ppo.steps=1", "share_gpus=true")
+    one_gpu = local_target(shared, "cuda", 1000 * GIB, 1000 * GIB, 80 * GIB, 1)
+    widths = {"layers": 24, "hidden": 2048, "intermediate": 5504, "vocab": 32000, "kv_width": 2048}
+    shapes = {role: replace(shape, **widths) for role, shape in SHAPES.items()}
+    nccl = make_plan(own, "zero3_init", shapes, on("cuda", own), BASE)
+    gloo = make_plan(shared, "zero3_init", shapes, one_gpu, BASE)
+    extra = [
+        stage(gloo, f"ppo1.{part}").rank_rise_gib - stage(nccl, f"ppo1.{part}").rank_rise_gib
+        for part in ("generate", "score", "train_actor", "train_critic")
+    ]
+    assert extra[0] > 0 and extra == sorted(extra)  # held from generate on, never given back
+    actor = shapes["actor"]
+    # one gather pins its input and N output chunks, each rounded up to a power of two
+    assert sum(gather_classes(actor, 0, 8, 2).values()) % 9 == 0
+    assert pow2(3 * 2**20 + 1) == 4 * 2**20 and pow2(4 * 2**20) == 4 * 2**20
+    # the actor's step adds one block of its LoRA gradients' class (20 MB: 32 MiB, a class no gather used)
+    assert extra[2] - extra[1] == pytest.approx(pow2(actor.trainable * 2) / GIB, abs=1e-3)

@@ -1,0 +1,82 @@
+"""Pinned host memory of GPU ranks that share a GPU and so talk through gloo: ZeRO-3's gathers and gradient reduces
+of the PPO step staged through torch's pinned host pool, per rank.
+
+gloo moves CUDA tensors through page-locked host copies: an all-gather pins its input and each of its N output chunks
+apart (N+1 blocks of one partition's bytes), a reduce-scatter its input whole. torch's CachingHostAllocator rounds each
+block to a power of two and keeps every block it made, by size class, for the rest of the process: the pool is the
+sum over classes of the most blocks a class held at once, and it only grows. Per rank, N ranks, e engine bytes,
+B = stage3_prefetch_bucket_size, for each ZeRO-3 role from the stage its weights are first gathered in:
+  (N+1) x [ c x pow2(m e / N)           the largest decoder module, m = h i + r (h + i) with its LoRA adapters; c in
+                                        flight at once: ceil(B / m) of them, at most 3, while m < B, else 2
+          + pow2(B e / N)               the smaller modules that one prefetch gathers as one
+          + pow2(m e / N) ]             the classes below (a halving series: at most the one above)
+  and in its own class, if larger than those, (N+1) x pow2(V h e / N): the embedding or the LM head, one at a time
+and each trained role's gradients, in its training step: pow2(min(T, R) e), R = reduce_bucket_size.
+Classes that roles share are counted once, at the most blocks any role needs in them.
+Evidence: llama-1.3b pair at 8 ranks on the H100 (bench/results/plan-vs-measured-2026-12-06): 0.407, 0.416, 0.666
+and 0.858 GiB at generate, score, train_actor and train_critic (this: 0.35, 0.35, 0.60, 0.73); the same job's gathers
+logged on CPU ranks (each partition and when it was waited for) replay to 0.37 GiB through the allocator's rules.
+Ranks of their own GPU (NCCL) pin nothing of this.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rlhf_exp.plan.terms import RoleShape
+
+PREFETCH_BUCKET = 30_000_000  # config/deepspeed.py: stage3_prefetch_bucket_size (and stage3_max_live_parameters)
+REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size, in elements
+# modules gathered one by one at once, at most: llama-1.3b's MLP modules (12.2M params with LoRA) were 3 in flight,
+# the critic's 3.4M ones were coalesced into prefetch buckets instead (the gathers logged on CPU ranks)
+MODULES_IN_FLIGHT = 3
+GATHERED_FROM = {"actor": "generate", "ref": "score", "critic": "score", "reward": "score"}  # first forward pass
+
+
+def pow2(nbytes: float) -> int:
+    """torch's pinned block for a request: the next power of two."""
+    return 1 << max(0, math.ceil(math.log2(max(nbytes, 1.0))))
+
+
+def gather_classes(shape: RoleShape, lora_r: int, n: int, e: int) -> dict[int, int]:
+    """Pinned block size -> blocks, for one ZeRO-3 role's gathers at n ranks."""
+    module = shape.hidden * shape.intermediate + lora_r * (shape.hidden + shape.intermediate)
+    if not module:  # a shape without its widths: nothing to size the gathers by
+        return {}
+    in_flight = min(math.ceil(PREFETCH_BUCKET / module), MODULES_IN_FLIGHT) if module < PREFETCH_BUCKET else 2
+    per_gather = n + 1  # the input and N output chunks
+    classes: dict[int, int] = {}
+    # the module being computed, those prefetched and a bucket of smaller ones are gathered at once
+    for nbytes, blocks in ((module * e / n, in_flight), (PREFETCH_BUCKET * e / n, 1)):
+        classes[pow2(nbytes)] = classes.get(pow2(nbytes), 0) + blocks * per_gather
+    below = pow2(module * e / n) // 2  # the smaller classes' blocks: as many bytes as one module gather's
+    classes[below] = classes.get(below, 0) + 2 * per_gather
+    embedding = pow2(shape.vocab * shape.hidden * e / n)  # gathered alone, before or after the decoder's modules
+    classes[embedding] = max(classes.get(embedding, 0), per_gather)
+    return classes
+
+
+def staging_pool(
+    parts: list[str],
+    shapes: dict[str, RoleShape],
+    zero3: set[str],
+    trained: dict[str, str],
+    lora_r: dict[str, int],
+    n: int,
+    e: int,
+) -> dict[str, float]:
+    """The pool's bytes at the end of each PPO part (it never shrinks). `zero3`: the roles under ZeRO-3; `trained`: part
+    -> the role it trains; `lora_r`: each role's adapter rank (0: none)."""
+    classes: dict[int, int] = {}
+    pool: dict[str, float] = {}
+    for part in parts:
+        for role in sorted(zero3):
+            if GATHERED_FROM[role] == part or (part != "generate" and role == "actor"):
+                for size, blocks in gather_classes(shapes[role], lora_r.get(role, 0), n, e).items():
+                    classes[size] = max(classes.get(size, 0), blocks)
+        role = trained.get(part)
+        if role in zero3:
+            size = pow2(min(shapes[role].trainable, REDUCE_BUCKET) * e)
+            classes[size] = max(classes.get(size, 0), 1)  # a free block of its class serves it
+        pool[part] = float(sum(size * blocks for size, blocks in classes.items()))
+    return pool
