@@ -13,11 +13,12 @@ SHOWN_GIB = 0.02  # sites below this are left out of the table (the jsonl kept b
 
 
 def table(ctx: Context) -> str:
-    parts = []
+    parts, without = [], []
     for job in ctx.jobs:
         history = job.job_dir / "profiles" / "gpu_memory_rank0.jsonl"
         if not history.exists():
-            parts.append(f"{job.run}/{job.label}: no GPU history (CPU ranks, or the job ended before its first stage)\n")
+            status = (job.result or {}).get("status", "no result")
+            without.append({"job": f"{job.run}/{job.label}", "status": status, "GPU history": "none (CPU ranks)"})
             continue
         kept = ctx.out / f"{job.run}-{job.label.replace(':', '_')}-gpu-memory.jsonl"
         shutil.copyfile(history, kept)
@@ -42,7 +43,7 @@ def table(ctx: Context) -> str:
             rows += [{"stage": "", "site": site, "GiB": gib} for site, gib in stage["sites"] if gib >= SHOWN_GIB]
         status = (job.result or {}).get("status", "no result")
         parts.append(markdown(rows, f"{job.run}/{job.label} ({status}); every site: {kept.name}"))
-    return "\n".join(parts)
+    return "\n".join(parts + ([markdown(without)] if without else []))
 
 
 def _pinned(stage: dict) -> str | None:

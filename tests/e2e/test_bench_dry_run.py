@@ -26,6 +26,7 @@ TABLE_HOLDS = {
     "seed": "actor.load",
     "time-to-engine": "page_cache_to_host_gib_s",
     "fit-check": "| seed-naive | naive |",
+    "gpu-peaks": "| ppo-long/direct | completed |",
 }
 
 
