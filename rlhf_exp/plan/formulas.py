@@ -26,7 +26,8 @@ added on the weights' place in the same stage
 init (deepspeed.initialize)
   broadcast        with N > 1, weights still an unread mapping are read by rank 0 (C into its RSS) and written by the
                    others (C private each, copy-on-write)
-  weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU;
+  weights          fp32 host models are cast to e (transient: the largest tensor); on CUDA they move to the GPU
+                   (weights a load put on the GPU already: no host transient);
                    under ZeRO-3 a rank keeps eP/N
   optimizer        4T bytes held (the fp32 master copy), divided by N for ZeRO >= 1; Adam's m and v and the fp32
                    gradients appear at the first step (ppo_costs); with train.optimizer_states_at_init (DeepSpeed
@@ -34,7 +35,8 @@ init (deepspeed.initialize)
                    transient there. ZeRO-3 train roles on a GPU also hold DeepSpeed's
                    gradient bucket, reduce_bucket_size (5e8) x e, and pass ZERO3_INIT_HOST of host transient
   offload          the optimizer (and under ZeRO-3 the weights' partition) in host memory instead of the GPU
-  GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank; with ZeRO-3, ZERO3_DRIVER_HOST of node
+  GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank (and FIRST_GPU_LOAD_HOST from the first load
+                   where that load allocates on the GPU); with ZeRO-3, ZERO3_DRIVER_HOST of node
                    memory outside the rank's RSS
 PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ranks also a host share per part,
 and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
@@ -81,6 +83,10 @@ CUDA_CONTEXT_OUTSIDE = 0.085 * GIB
 # host memory a GPU rank keeps once its first engine is initialised (CUDA runtime, NCCL, DeepSpeed state): node
 # figures of direct at gpus=1 on the H200 (h200-7b-zero2: 0.92-0.96 GiB at init stages vs 0.71 without it)
 CUDA_RUNTIME_HOST = 0.25 * GIB
+# and what a GPU rank keeps from a load that already allocates on the GPU (direct, rank0_broadcast, zero3_init): llama-1.3b
+# at 8 ranks sharing the H100, every rank's Pss_Anon 0.12 GiB up at actor.load and no lower later, the node 1.0 GiB
+# (plan-vs-measured-2026-12-06); at gpus=1 direct's node stood 0.1-0.35 GiB above its plan from actor.load on (13B)
+FIRST_GPU_LOAD_HOST = 0.12 * GIB
 # glibc keeps a share of the largest host transient of deepspeed.initialize in its arenas after it is freed; seen in
 # the PPO stages of low_mem (13.3 GiB at init, 0.4-0.75 GiB kept) on the H200 (h200-7b-zero2)
 HEAP_KEPT = 0.03
@@ -144,7 +150,7 @@ def init_cost(
         gpu = weights if weights is not None else (held.gpu or e * p)
         after = RankMemory(gpu=gpu + optimizer + bucket)
         moving = RankMemory(
-            held.host_private + e * shape.largest_tensor + partitioning,
+            held.host_private + (0.0 if held.gpu else e * shape.largest_tensor) + partitioning,  # a cast of host weights
             held.host_mapped + held.lazy,
             max(held.gpu, after.gpu + optimizer),
         )
@@ -192,6 +198,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             # the driver's share a ZeRO-3 load takes outside the rank is held already since the first ZeRO-3 init
             # (ZERO3_DRIVER_HOST): 13B at gpus=1, node 1.6-1.9 GiB at ref/critic/reward.load, not 2.7 (fit-check-2026-12-05)
             costs = [(replace(t, host_outside=0.0), after) for t, after in costs]
+        first = RankMemory()  # what the rank's first GPU allocations keep, where a load makes them
+        if on_gpu and not earlier and any(after.gpu for _, after in costs):
+            first = RankMemory(host_private=FIRST_GPU_LOAD_HOST)
+            costs = [(t.plus(first), after.plus(first)) for t, after in costs]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
@@ -204,7 +214,7 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         )
         # the ZeRO-3 driver share shows during init when the load already partitioned (zero3_init), after it otherwise
         during = runtime if spec.partitioned else RankMemory(host_private=runtime.host_private)
-        costs = [(t.plus(during), after.plus(runtime)) for t, after in costs]
+        costs = [(t.plus(during), after.plus(runtime).plus(first)) for t, after in costs]  # init moves no host share
         states = states_at_init(settings, role, shape, n)  # DeepSpeed 0.9's timing: Adam's states now, not at the step
         if states:
             place = (lambda b: RankMemory(gpu=b)) if on_gpu and not offload else (lambda b: RankMemory(host_private=b))

@@ -10,7 +10,13 @@ from conftest import compose_settings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan import load_costs
-from rlhf_exp.plan.formulas import CUDA_CONTEXT_OUTSIDE, MASTER_BYTES_PER_TRAINABLE, ZERO3_REDUCE_BUCKET, make_plan
+from rlhf_exp.plan.formulas import (
+    CUDA_CONTEXT_OUTSIDE,
+    FIRST_GPU_LOAD_HOST,
+    MASTER_BYTES_PER_TRAINABLE,
+    ZERO3_REDUCE_BUCKET,
+    make_plan,
+)
 from rlhf_exp.plan.machine import Target, local_target
 from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleShape
 
@@ -52,7 +58,8 @@ def test_staggered_node_peak_is_one_group_at_a_time() -> None:
     settings = compose_settings("gpus=4", "loader=staggered", "loader.group_size=2")
     load = stage(make_plan(settings, "staggered", SHAPES, on("cuda", settings), BASE), "actor.load")
     transient = 4 * P + 2 * C
-    assert load.node_peak_gib == gib(4 * GPU_RANK_BASE + 2 * transient)  # on a GPU, finished ranks keep nothing on the host
+    # on a GPU, finished ranks keep on the host only what their first GPU allocations left
+    assert load.node_peak_gib == gib(4 * GPU_RANK_BASE + 2 * transient + 4 * FIRST_GPU_LOAD_HOST)
     naive = stage(make_plan(settings, "naive", SHAPES, on("cuda", settings), BASE), "actor.load")
     assert naive.node_peak_gib == gib(4 * GPU_RANK_BASE + 4 * transient)
 
@@ -62,11 +69,12 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_
     load = stage(make_plan(settings, "direct", SHAPES, on("cuda", settings), BASE), "actor.load")
     staging = 4 * 2 * 8 * 2**20  # threads x two buffers x chunk, pinned; on the GPU too: fp16 -> bf16 is converted there
     assert load.gpu_rank_gib == gib(2 * P + staging)
-    assert load.rank_rise_gib == gib(staging) and load.node_peak_gib == gib(2 * (GPU_RANK_BASE + staging))
+    first = FIRST_GPU_LOAD_HOST  # the host side of the rank's first GPU allocations
+    assert load.rank_rise_gib == gib(staging + first) and load.node_peak_gib == gib(2 * (GPU_RANK_BASE + staging + first))
     library = compose_settings("gpus=2", "dtype=bf16", "loader=direct", "loader.fast_read=false")
     load = stage(make_plan(library, "direct", SHAPES, on("cuda", library), BASE), "actor.load")
-    assert load.gpu_rank_gib == gib(2 * P) and load.rank_rise_gib == gib(C)  # from_pretrained maps the file
-    assert load.node_peak_gib == gib(2 * GPU_RANK_BASE)  # mapped file pages are page cache, not used memory
+    assert load.gpu_rank_gib == gib(2 * P) and load.rank_rise_gib == gib(C + first)  # from_pretrained maps the file
+    assert load.node_peak_gib == gib(2 * (GPU_RANK_BASE + first))  # mapped file pages are page cache, not used memory
 
 
 @pytest.mark.parametrize("loader", ["direct", "rank0_broadcast"])  # rank0_broadcast: local rank 0 reads as direct
@@ -200,7 +208,8 @@ def test_ranks_sharing_a_gpu_keep_zero3s_gathers_and_gradient_reduces_in_a_pinne
         stage(gloo, f"ppo1.{part}").rank_rise_gib - stage(nccl, f"ppo1.{part}").rank_rise_gib
         for part in ("generate", "score", "train_actor", "train_critic")
     ]
-    assert extra[0] > 0 and extra == sorted(extra)  # held from generate on, never given back
+    grown = [b - a for a, b in zip(extra, extra[1:], strict=False)]
+    assert extra[0] > 0 and min(grown) > -1e-9  # held from generate on, never given back
     actor = shapes["actor"]
     # one gather pins its input and N output chunks, each rounded up to a power of two
     assert sum(gather_classes(actor, 0, 8, 2).values()) % 9 == 0
