@@ -8,7 +8,8 @@ generate      the KV cache 2 L b s kv e, plus the prefill's activations of one l
 score         actor and ref logits b s V e held together, then the fp32 copy and log-softmax of one (2 x 4 b s V)
 train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copies included), the logits and their
               fp32 log-softmax and its gradient (e + 3 x 4 bytes per b s V), the gradients of the trainable parameters
-              (e T in ZeRO's buckets, 4T/N fp32 under ZeRO >= 2, 4T otherwise) and Adam's m and v (8T/N under
+              (e T, 4T/N fp32 under ZeRO >= 2, 4T otherwise), ZeRO-1/2's two gradient buckets on a GPU (2 x
+              reduce_bucket_size, e bytes; fp32 under ZeRO-1) and Adam's m and v (8T/N under
               ZeRO >= 1), which stay after the step; with train.optimizer_states_at_init (DeepSpeed 0.9's timing)
               ZeRO-1/2's m and v come at the role's init stage instead, with a transient zero fp32 gradient 4T/N
 train_critic  the same for the critic, whose head emits one value per token instead of V logits
@@ -31,6 +32,8 @@ ACT_I = 2.2  # train_actor, 75.9 planned; short sequences (h200-7b-zero2, 32 tok
 PPO_HOST_GIB = {"generate": 0.45, "score": 0.5, "train_actor": 0.75, "train_critic": 0.75}
 PPO_HOST_PER_TOKEN = 128 << 10  # and more with the batch's tokens: +0.5 GiB at 4 x 1024 tokens (h200-7b-ppo-long)
 ADAM_BYTES = 8  # m and v, fp32
+REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
+IPG_BUFFERS = 2  # config/deepspeed.py sets overlap_comm: a second bucket to reduce one while the other fills
 FP32 = 4
 
 
@@ -61,7 +64,10 @@ def _train(
     head_out = tokens * head * (e + 3 * FP32)
     fp32_grads = FP32 * t / (n if stage >= 2 else 1)
     adam = 0.0 if states_held else adam_states(shape, stage, n)
-    device = _place(activations + head_out + e * t, on_gpu)
+    # ZeRO-1/2's gradient buckets for the backward, two with overlap_comm (stage_1_and_2.py setup_buckets), whatever
+    # the trainable count: 1.86 GiB of fp16 live at both training peaks of llama-1.3b (bench/results/gpu-peaks-2026-12-06)
+    buckets = IPG_BUFFERS * REDUCE_BUCKET * (FP32 if stage == 1 else e) if stage in (1, 2) and on_gpu else 0.0
+    device = _place(activations + head_out + e * t + buckets, on_gpu)
     optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
     held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
     return device.plus(optimizer), held
