@@ -32,7 +32,8 @@ def _site(frames: list[dict[str, Any]]) -> str:
     for frame in frames:  # innermost first
         name = frame.get("filename", "")
         stdlib = "/lib/python3" in name and "site-packages" not in name
-        if "/torch/" in name or name.startswith("<") or stdlib:
+        wrapper = name.endswith("deepspeed/utils/nvtx.py")  # instrument_w_nvtx's wrapper: its caller says more
+        if "/torch/" in name or name.startswith("<") or stdlib or wrapper:
             continue
         short = name.split("site-packages/")[-1]
         if "rlhf_exp/" in short:  # this project's files, from wherever the checkout is
