@@ -15,6 +15,11 @@ from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.roles import TRAIN_ROLES
 from rlhf_exp.config.schema import RoleZero, RunSettings, read_ds_json
 
+# ZeRO-3's gathered-parameter bounds as DeepSpeed-Chat sets them (max live parameters, prefetch bucket), in elements
+STAGE3_BUCKET = 3e7
+# reduce_bucket_size, which DeepSpeed-Chat leaves at DeepSpeed's default, in elements (the planner sizes buckets by it)
+REDUCE_BUCKET = 500_000_000
+
 _PRECISION = {"fp16": ("fp16", {"enabled": True, "loss_scale_window": 100}), "bf16": ("bf16", {"enabled": True})}
 
 
@@ -37,8 +42,8 @@ def _train_config(zero: RoleZero) -> dict[str, Any]:
             "offload_param": {"device": device},
             "offload_optimizer": {"device": device},
             "stage3_param_persistence_threshold": 1e4,
-            "stage3_max_live_parameters": 3e7,
-            "stage3_prefetch_bucket_size": 3e7,
+            "stage3_max_live_parameters": STAGE3_BUCKET,
+            "stage3_prefetch_bucket_size": STAGE3_BUCKET,
             "memory_efficient_linear": False,
         },
         "gradient_clipping": 1.0,

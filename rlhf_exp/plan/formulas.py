@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rlhf_exp.config.deepspeed import REDUCE_BUCKET
 from rlhf_exp.config.roles import ROLES, TRAIN_ROLES
 from rlhf_exp.config.schema import RunSettings, role_stage
 from rlhf_exp.config.stages import DIST_INIT, engine_stage, ppo_stage
@@ -70,7 +71,6 @@ from rlhf_exp.plan.terms import LoadContext, Plan, RankBase, RankMemory, RoleSha
 TRAINED = {"train_actor": "actor", "train_critic": "critic"}  # the PPO parts that step a role's optimizer
 
 MASTER_BYTES_PER_TRAINABLE = 4  # fp32 master weights, created by deepspeed.initialize
-ZERO3_REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
 # What the GPU holds beyond torch's allocations (compared with the card's memory): the CUDA context and the
 # caching allocator's reserve above the allocated peak. Fitted on the H200 (bench/results/h200-*: NVML used vs
 # torch.cuda peak allocated, every stage).
@@ -135,7 +135,7 @@ def init_cost(
     p = shape.params
     optimizer = MASTER_BYTES_PER_TRAINABLE * shape.trainable / (n if zero >= 1 else 1) if train else 0.0
     # ZeRO-3 allocates its gradient bucket at init; torch.empty: device memory on a GPU, untouched (no RSS) on a host
-    bucket = e * ZERO3_REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
+    bucket = e * REDUCE_BUCKET if train and zero == 3 and on_gpu else 0.0
     partitioning = ZERO3_INIT_HOST if train and zero == 3 and on_gpu and nccl else 0.0
     weights = e * p / n if zero == 3 and not spec.partitioned else None
     if on_gpu and offload:  # DeepSpeed keeps the optimizer (and under ZeRO-3 the parameters) in host memory

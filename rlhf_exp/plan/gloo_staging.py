@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import math
 
+from rlhf_exp.config.deepspeed import REDUCE_BUCKET
+from rlhf_exp.config.deepspeed import STAGE3_BUCKET as PREFETCH_BUCKET
 from rlhf_exp.plan.terms import RoleShape
 
-PREFETCH_BUCKET = 30_000_000  # config/deepspeed.py: stage3_prefetch_bucket_size (and stage3_max_live_parameters)
-REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size, in elements
 # modules gathered one by one at once, at most: llama-1.3b's MLP modules (12.2M params with LoRA) were 3 in flight,
 # the critic's 3.4M ones were coalesced into prefetch buckets instead (the gathers logged on CPU ranks)
 MODULES_IN_FLIGHT = 3
@@ -48,7 +48,8 @@ def gather_classes(shape: RoleShape, lora_r: int, n: int, e: int) -> dict[int, i
     classes: dict[int, int] = {}
     # the module being computed, those prefetched and a bucket of smaller ones are gathered at once
     for nbytes, blocks in ((module * e / n, in_flight), (PREFETCH_BUCKET * e / n, 1)):
-        classes[pow2(nbytes)] = classes.get(pow2(nbytes), 0) + blocks * per_gather
+        size = pow2(nbytes)
+        classes[size] = classes.get(size, 0) + blocks * per_gather
     below = pow2(module * e / n) // 2  # the smaller classes' blocks: as many bytes as one module gather's
     classes[below] = classes.get(below, 0) + 2 * per_gather
     embedding = pow2(shape.vocab * shape.hidden * e / n)  # gathered alone, before or after the decoder's modules

@@ -18,6 +18,7 @@ Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see
 
 from __future__ import annotations
 
+from rlhf_exp.config.deepspeed import REDUCE_BUCKET
 from rlhf_exp.config.roles import TRAIN_ROLES
 from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
@@ -32,7 +33,6 @@ ACT_I = 2.2  # train_actor, 75.9 planned; short sequences (h200-7b-zero2, 32 tok
 PPO_HOST_GIB = {"generate": 0.45, "score": 0.5, "train_actor": 0.75, "train_critic": 0.75}
 PPO_HOST_PER_TOKEN = 128 << 10  # and more with the batch's tokens: +0.5 GiB at 4 x 1024 tokens (h200-7b-ppo-long)
 ADAM_BYTES = 8  # m and v, fp32
-REDUCE_BUCKET = 500_000_000  # DeepSpeed's default reduce_bucket_size (DeepSpeed-Chat leaves it), in elements
 IPG_BUFFERS = 2  # config/deepspeed.py sets overlap_comm: a second bucket to reduce one while the other fills
 FP32 = 4
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 from conftest import compose_settings
 
+from rlhf_exp.config.deepspeed import REDUCE_BUCKET
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import LOADERS
 from rlhf_exp.plan import load_costs
@@ -14,7 +15,6 @@ from rlhf_exp.plan.formulas import (
     CUDA_CONTEXT_OUTSIDE,
     FIRST_GPU_LOAD_HOST,
     MASTER_BYTES_PER_TRAINABLE,
-    ZERO3_REDUCE_BUCKET,
     make_plan,
 )
 from rlhf_exp.plan.machine import Target, local_target
@@ -115,7 +115,7 @@ def test_zero3_partitions_weights_and_allocates_the_gradient_bucket_on_gpu() -> 
     gathered = stage(make_plan(library, "zero3_init", SHAPES, on("cuda", library), BASE), "actor.load")
     assert gathered.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)  # from_pretrained: plus the tensor being gathered
     ref_init = stage(plan, "ref.init").gpu_rank_gib
-    actor_held = 2 * P / 4 + MASTER_BYTES_PER_TRAINABLE * T / 4 + 2 * ZERO3_REDUCE_BUCKET
+    actor_held = 2 * P / 4 + MASTER_BYTES_PER_TRAINABLE * T / 4 + 2 * REDUCE_BUCKET
     assert ref_init >= gib(actor_held)
 
 
