@@ -8,6 +8,7 @@ import shutil
 
 from bench.scenario import Context
 from bench.tools.tables import markdown
+from rlhf_exp.jobdir import JobDir
 
 SHOWN_GIB = 0.02  # sites below this are left out of the table (the jsonl kept beside it has them all)
 
@@ -15,7 +16,7 @@ SHOWN_GIB = 0.02  # sites below this are left out of the table (the jsonl kept b
 def table(ctx: Context) -> str:
     parts, without = [], []
     for job in ctx.jobs:
-        history = job.job_dir / "profiles" / "gpu_memory_rank0.jsonl"
+        history = JobDir(job.job_dir).gpu_memory_file(0)
         if not history.exists():
             status = (job.result or {}).get("status", "no result")
             without.append({"job": f"{job.run}/{job.label}", "status": status, "GPU history": "none (CPU ranks)"})

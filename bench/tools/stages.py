@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bench.scenario import Context
 from bench.tools.tables import markdown
+from rlhf_exp.jobdir import JobDir
 
 KEYS = (
     "duration_s",
@@ -26,7 +27,7 @@ def stage_rows(result: dict) -> list[dict]:
 
 def profile_text(job_dir: Path, out: Path) -> str | None:
     """A rank's cProfile of its engine build (profile=true), the top functions by cumulative time, kept as text."""
-    prof = job_dir / "profiles" / "rank0.prof"
+    prof = JobDir(job_dir).profile_file(0)
     if not prof.exists():
         return None
     with open(out, "w") as fh:
