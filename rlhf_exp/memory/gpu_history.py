@@ -51,26 +51,30 @@ def peak_sites(device: torch.device, allocated_at_begin: int) -> dict[str, Any]:
 
 
 def replay(trace: list[dict[str, Any]], allocated_at_begin: int) -> dict[str, Any]:
-    """Allocations and frees in order from `allocated_at_begin` bytes: the highest point and what was live there."""
+    """Allocations and frees in order from `allocated_at_begin` bytes: the highest point and what was live there.
+    Two passes: the first finds the peak's event, the second rebuilds what was live there (no copy at every new high)."""
+    allocated = peak = allocated_at_begin
+    at = -1  # the event that reached the peak (-1: nothing rose above the start)
+    for i, event in enumerate(trace):
+        if event["action"] == "alloc":
+            allocated += event["size"]
+            if allocated > peak:
+                peak, at = allocated, i
+        elif event["action"] == "free_requested":
+            allocated -= event["size"]
     live: dict[int, tuple[int, str]] = {}
-    held = allocated = peak = peak_held = allocated_at_begin
-    peak_live: dict[int, tuple[int, str]] = {}
-    for event in trace:
+    held = allocated_at_begin
+    for event in trace[: at + 1]:
         action, addr, size = event["action"], event["addr"], event["size"]
         if action == "alloc":
             live[addr] = (size, _site(event.get("frames") or []))
-            allocated += size
-            if allocated > peak:
-                peak, peak_live, peak_held = allocated, dict(live), held
-        elif action == "free_requested":
-            allocated -= size
-            if live.pop(addr, None) is None:
-                held -= size  # an allocation older than the stage
+        elif action == "free_requested" and live.pop(addr, None) is None:
+            held -= size  # an allocation older than the stage
     sites: dict[str, int] = defaultdict(int)
-    for size, site in peak_live.values():
+    for size, site in live.values():
         sites[site] += size
     ranked = sorted(sites.items(), key=lambda kv: -kv[1])
-    rows = [(HELD, peak_held), *ranked[:TOP]]
+    rows = [(HELD, held), *ranked[:TOP]]
     rest = sum(size for _, size in ranked[TOP:])
     if rest:
         rows.append((f"{len(ranked) - TOP} more sites", rest))
