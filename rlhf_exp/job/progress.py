@@ -63,7 +63,7 @@ class StageProgress:
 
     @staticmethod
     def _text(node: float | None) -> str:
-        return f"node +{node:.2f} GiB" if node is not None else ""
+        return f"node {node:+.2f} GiB" if node is not None else ""
 
     def _stage_ended(self, stage: str) -> None:
         if self.on_stage_end is None:

@@ -67,7 +67,10 @@ def _train(
     # ZeRO-1/2's gradient buckets for the backward, two with overlap_comm (stage_1_and_2.py setup_buckets), whatever
     # the trainable count: 1.86 GiB of fp16 live at both training peaks of llama-1.3b (bench/results/gpu-peaks-2026-12-06)
     buckets = IPG_BUFFERS * REDUCE_BUCKET * (FP32 if stage == 1 else e) if stage in (1, 2) and on_gpu else 0.0
-    device = _place(activations + head_out + e * t + buckets, on_gpu)
+    # ZeRO-2 keeps only its partition's gradients after each bucket's reduce (stage_1_and_2.py copy_grads_in_partition:
+    # grads_in_partition, sized by the rank's params_in_partition); ZeRO-1 keeps the whole model's until the step
+    grads = e * t / (n if stage == 2 else 1)
+    device = _place(activations + head_out + grads + buckets, on_gpu)
     optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
     held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
     return device.plus(optimizer), held

@@ -23,7 +23,7 @@ from node_noise import NodeNoise
 from test_end_to_end import assert_complete_result
 
 BLOCK = re.compile(r"(<!-- readme-test: output of the command above -->\n)?```(\w*)\n(.*?)```", re.S)
-DECIMAL = re.compile(r"\d+\.\d+")
+DECIMAL = re.compile(r"-?\d+\.\d+")  # a measurement, a negative one too (the node freed memory meanwhile)
 NOT_FIT_ROW = re.compile(r"│ does not fit \(")  # the stage table's verdict column: the configured loader misfits
 CI_STEPS = ("bash setup.sh", ".venv/bin/python -m pytest")  # run by .ci/run itself: CI is this test for them
 

@@ -150,6 +150,22 @@ def test_ppo_generate_holds_the_kv_cache_and_train_keeps_adams_states_divided_un
     assert longer_step.host_private > parts["train_actor"][0].host_private  # activations and logits grow with tokens
 
 
+@pytest.mark.parametrize("zero", ["stage1", "stage2"])
+def test_zero2s_step_keeps_its_gradient_partition_zero1s_the_whole_gradients_beside_two_buckets(zero: str) -> None:
+    from rlhf_exp.plan.ppo_costs import ADAM_BYTES, FP32, IPG_BUFFERS, ppo_costs
+
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+
+    def step_gpu(ranks: int) -> float:
+        settings = compose_settings(f"gpus={ranks}", f"zero={zero}")
+        return {p: t for p, t, _ in ppo_costs(settings, shapes, ranks, on_gpu=True)}["train_actor"].gpu
+
+    e = 2  # fp16
+    divided = (e + FP32 + ADAM_BYTES) * T if zero == "stage2" else ADAM_BYTES * T  # ZeRO-1: only Adam's m and v
+    assert step_gpu(1) - step_gpu(8) == pytest.approx(divided * (1 - 1 / 8))
+    assert step_gpu(8) > IPG_BUFFERS * REDUCE_BUCKET * e  # the buckets, whatever the trainable count
+
+
 def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
     settings = compose_settings("gpus=1")
     shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
