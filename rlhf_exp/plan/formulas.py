@@ -256,10 +256,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
 
 
 def _gloo_staging(parts: list[str], settings: RunSettings, shapes: dict[str, RoleShape], n: int, e: int) -> dict[str, float]:
-    """Ranks sharing a GPU (gloo): the pinned pool their ZeRO-3 gathers and gradient reduces leave, after each part."""
-    zero3 = {role for role in settings.roles if role_stage(getattr(settings.zero, role)) == 3}
+    """Ranks sharing a GPU (gloo): the pinned pool the PPO step's collectives leave, after each part."""
+    zero = {role: role_stage(getattr(settings.zero, role)) for role in settings.roles}
     lora_r = {role: settings.lora.r for role in TRAIN_ROLES if settings.lora.enabled}
-    return gloo_staging.staging_pool(parts, shapes, zero3, TRAINED, lora_r, n, e) if zero3 else {}
+    return gloo_staging.staging_pool(parts, shapes, zero, TRAINED, lora_r, n, e)
 
 
 def fast_read_staging(settings: RunSettings, target: Target) -> float:

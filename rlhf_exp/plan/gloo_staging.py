@@ -1,5 +1,6 @@
-"""Pinned host memory of GPU ranks that share a GPU and so talk through gloo: ZeRO-3's gathers and gradient reduces
-of the PPO step staged through torch's pinned host pool, per rank.
+"""Pinned host memory of GPU ranks that share a GPU and so talk through gloo: the PPO step's collectives (ZeRO-3's
+gathers, every trained role's gradient reduce, ZeRO-1/2's gather of the updated weights) staged through torch's pinned
+host pool, per rank.
 
 gloo moves CUDA tensors through page-locked host copies: an all-gather pins its input and each of its N output chunks
 apart (N+1 blocks of one partition's bytes), a reduce-scatter its input whole. torch's CachingHostAllocator rounds each
@@ -11,11 +12,15 @@ B = stage3_prefetch_bucket_size, for each ZeRO-3 role from the stage its weights
           + pow2(B e / N)               the smaller modules that one prefetch gathers as one
           + pow2(m e / N) ]             the classes below (a halving series: at most the one above)
   and in its own class, if larger than those, (N+1) x pow2(V h e / N): the embedding or the LM head, one at a time
-and each trained role's gradients, in its training step: pow2(min(T, R) e), R = reduce_bucket_size.
+and each trained role's gradients, in its training step: pow2(min(T, R) e), R = reduce_bucket_size; a ZeRO-1/2 role
+also gathers its updated weights after the step: (N+1) x pow2(T e / N).
 Classes that roles share are counted once, at the most blocks any role needs in them.
 Evidence: llama-1.3b pair at 8 ranks on the H100 (bench/results/plan-vs-measured-2026-12-06): 0.407, 0.416, 0.666
 and 0.858 GiB at generate, score, train_actor and train_critic (this: 0.35, 0.35, 0.60, 0.73); the same job's gathers
 logged on CPU ranks (each partition and when it was waited for) replay to 0.37 GiB through the allocator's rules.
+ZeRO-2, the same pair at 4 ranks (bench/results/plan-vs-measured-2026-12-06-3): train_actor's step added 0.500 GiB in
+7 blocks (256 MiB for its 229 MiB of gradients, four 64 MiB blocks beside one the critic's init had left), train_critic's
+0.281 GiB in 6 (128 MiB + 5 x 32 MiB), as these rules say.
 Ranks of their own GPU (NCCL) pin nothing of this.
 """
 
@@ -60,24 +65,30 @@ def gather_classes(shape: RoleShape, lora_r: int, n: int, e: int) -> dict[int, i
 def staging_pool(
     parts: list[str],
     shapes: dict[str, RoleShape],
-    zero3: set[str],
+    zero: dict[str, int],
     trained: dict[str, str],
     lora_r: dict[str, int],
     n: int,
     e: int,
 ) -> dict[str, float]:
-    """The pool's bytes at the end of each PPO part (it never shrinks). `zero3`: the roles under ZeRO-3; `trained`: part
+    """The pool's bytes at the end of each PPO part (it never shrinks). `zero`: each role's ZeRO stage; `trained`: part
     -> the role it trains; `lora_r`: each role's adapter rank (0: none)."""
     classes: dict[int, int] = {}
     pool: dict[str, float] = {}
+
+    def need(size: int, blocks: int) -> None:  # a free block of its class serves a request: the most at once counts
+        classes[size] = max(classes.get(size, 0), blocks)
+
     for part in parts:
-        for role in sorted(zero3):
+        for role in sorted(r for r, stage in zero.items() if stage == 3):
             if GATHERED_FROM[role] == part or (part != "generate" and role == "actor"):
                 for size, blocks in gather_classes(shapes[role], lora_r.get(role, 0), n, e).items():
-                    classes[size] = max(classes.get(size, 0), blocks)
+                    need(size, blocks)
         role = trained.get(part)
-        if role in zero3:
-            size = pow2(min(shapes[role].trainable, REDUCE_BUCKET) * e)
-            classes[size] = max(classes.get(size, 0), 1)  # a free block of its class serves it
+        if role in zero and n > 1:
+            trainable = shapes[role].trainable
+            need(pow2(min(trainable, REDUCE_BUCKET) * e), 1)
+            if zero[role] in (1, 2):  # the updated partitions gathered back into every rank's weights
+                need(pow2(math.ceil(trainable / n) * e), n + 1)
         pool[part] = float(sum(size * blocks for size, blocks in classes.items()))
     return pool

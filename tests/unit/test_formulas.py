@@ -232,3 +232,27 @@ def test_ranks_sharing_a_gpu_keep_zero3s_gathers_and_gradient_reduces_in_a_pinne
     assert pow2(3 * 2**20 + 1) == 4 * 2**20 and pow2(4 * 2**20) == 4 * 2**20
     # the actor's step adds one block of its LoRA gradients' class (20 MB: 32 MiB, a class no gather used)
     assert extra[2] - extra[1] == pytest.approx(pow2(actor.trainable * 2) / GIB, abs=1e-3)
+
+
+def test_ranks_sharing_a_gpu_pin_zero2s_gradient_bucket_and_the_gather_of_its_updated_partitions() -> None:
+    """ZeRO-2 under gloo (gloo_staging.py): each trained role's step pins one block of its gradients' bucket and N+1
+    blocks of one partition (the all-gather of the updated weights); ranks of their own GPU pin none of it."""
+    from rlhf_exp.plan.gloo_staging import pow2
+
+    ranks = 4
+    own = compose_settings(f"gpus={ranks}", "zero=stage2", "loader=direct", "ppo.steps=1")
+    shared = compose_settings(f"gpus={ranks}", "zero=stage2", "loader=direct", "ppo.steps=1", "share_gpus=true")
+    one_gpu = local_target(shared, "cuda", 1000 * GIB, 1000 * GIB, 80 * GIB, 1)
+    actor = replace(SHAPES["actor"], trainable=120_000_000)  # llama-1.3b with LoRA r128: 229 MiB of fp16 gradients
+    shapes = {**SHAPES, "actor": actor}
+    nccl = make_plan(own, "direct", shapes, on("cuda", own), BASE)
+    gloo = make_plan(shared, "direct", shapes, one_gpu, BASE)
+
+    def extra(part: str) -> float:
+        return stage(gloo, f"ppo1.{part}").rank_rise_gib - stage(nccl, f"ppo1.{part}").rank_rise_gib
+
+    assert extra("generate") == pytest.approx(0.0, abs=1e-9)  # ZeRO-2 gathers nothing to generate
+    bucket, partition = pow2(actor.trainable * 2), pow2(actor.trainable * 2 / ranks)
+    assert (bucket, partition) == (256 * 2**20, 64 * 2**20)
+    assert extra("train_actor") == pytest.approx((bucket + (ranks + 1) * partition) / GIB, abs=1e-3)
+    assert extra("train_critic") >= extra("train_actor")  # the pool keeps the actor's blocks
