@@ -24,9 +24,13 @@ def load_staggered(request: LoadRequest) -> nn.Module:
     model: nn.Module | None = None
     for turn in range(math.ceil(local_world / request.group_size)):
         if turn == my_turn:
-            model = load_naive(request).to(device=request.device)
-            for param in model.parameters():  # as deepspeed.initialize casts: parameters only, fp32 buffers
-                param.data = param.data.to(request.dtype)  # (rotary inv_freq) stay fp32, or RoPE loses precision
+            model = load_naive(request)
+            # cast and moved one parameter at a time, as deepspeed.initialize casts before it moves: the device never
+            # holds the fp32 model (moved whole first, the 13B actor took 48.8 GiB of the GPU at actor.load,
+            # bench/results/seed-2026-12-05); parameters only: fp32 buffers (rotary inv_freq) stay fp32 for RoPE
+            for param in model.parameters():
+                param.data = param.data.to(device=request.device, dtype=request.dtype)
+            model.to(device=request.device)  # the buffers
             gc.collect()
             release_freed_heap()  # the freed fp32 model leaves the node's used memory before the next group loads
         if dist.is_initialized():

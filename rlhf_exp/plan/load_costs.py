@@ -32,9 +32,13 @@ def naive(ctx: LoadContext) -> Cost:
 
 
 def staggered(ctx: LoadContext) -> Cost:
-    """As naive, but the rank casts and moves its model to its place before the next group starts."""
+    """As naive, but the rank casts and moves its model to its place, a parameter at a time, before the next group
+    starts: on a GPU the cast weights and one fp32 tensor in flight; on the host the casts replace the fp32 tensors
+    after the read, below naive's peak."""
     transient, _ = naive(ctx)
-    return transient, _on_place(ctx, ctx.engine_bytes * ctx.shape.loaded)
+    weights = _on_place(ctx, ctx.engine_bytes * ctx.shape.loaded)
+    on_gpu = RankMemory(gpu=weights.gpu + 4 * ctx.shape.largest_tensor) if ctx.on_gpu else RankMemory()
+    return transient.plus(on_gpu), weights
 
 
 def low_mem(ctx: LoadContext) -> Cost:

@@ -77,6 +77,14 @@ def test_direct_on_gpu_puts_the_engine_dtype_weights_on_the_gpu_through_staging_
     assert load.node_peak_gib == gib(2 * (GPU_RANK_BASE + first))  # mapped file pages are page cache, not used memory
 
 
+def test_staggered_on_gpu_casts_and_moves_a_tensor_at_a_time_so_the_card_never_holds_the_fp32_model() -> None:
+    settings = compose_settings("gpus=1", "loader=staggered")
+    plan = make_plan(settings, "staggered", SHAPES, on("cuda", settings), BASE)
+    load = stage(plan, "actor.load")
+    assert load.gpu_rank_gib == gib(2 * P + 4 * LARGEST)  # the fp16 weights and one fp32 tensor in flight
+    assert load.rank_rise_gib >= gib(4 * P + 2 * C)  # the host still builds naive's fp32 model and private read
+
+
 @pytest.mark.parametrize("loader", ["direct", "rank0_broadcast"])  # rank0_broadcast: local rank 0 reads as direct
 def test_ref_and_reward_are_copied_on_the_gpu_unless_told_to_read_or_the_twin_is_partitioned(loader: str) -> None:
     staging = gib(4 * 2 * 8 * 2**20)  # pinned on the host, and on the GPU too (fp16 -> bf16 is converted there)
