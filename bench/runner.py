@@ -38,9 +38,7 @@ def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: s
     jobs.generate(jobs.models_of(ctx))
     if scenario.prepare:
         scenario.prepare(ctx)
-    jobs.run_all(ctx)
-    if scenario.follow_up:
-        scenario.follow_up(ctx)
+    (scenario.run_jobs or jobs.run_all)(ctx)
     text = scenario.table(ctx)
     (out / provenance.TABLE).write_text(f"`{command}`\n\n{text}")
     print(text, flush=True)

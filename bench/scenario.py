@@ -58,7 +58,7 @@ class Scenario:
     table: Callable[[Context], str]  # markdown, from the jobs' results (and anything it measures itself)
     runs: tuple[Run, ...] = ()
     prepare: Callable[[Context], None] | None = None  # before the jobs (e.g. this machine's read limits)
-    follow_up: Callable[[Context], None] | None = None  # after them: jobs that depend on their results
+    run_jobs: Callable[[Context], None] | None = None  # how its runs' jobs are run; None: each once (jobs.run_all)
     repeat: int = 1  # consecutive runs of every job unless --repeat says otherwise
     compares: bool = True  # --baseline runs the older tree's jobs beside these; False: this scenario's never
     models: Callable[[Mapping[str, str]], tuple[str, ...]] = lambda sizes: tuple(

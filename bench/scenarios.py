@@ -182,8 +182,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             name="fit-check",
             summary="the fit check proven by running: six configurations (gpus=1 and 8 ranks sharing the GPU, ZeRO-2 and "
-            "ZeRO-3, three loaders, the seed's PPO workload) each run, then run under machine.emulate capped at its plan "
-            "(must complete) and 5 % below its measured need (must fail at the stage the plan names)",
+            "ZeRO-3, three loaders, the seed's PPO workload) each run under machine.emulate capped at its plan (must "
+            "complete), then 5 % below what that run needed (must fail at the stage the plan names)",
             full={**GPU, "model": "llama-13b", "small": "llama-1.3b", "ranks": "8", "tokens": "512", "batch": "4"},
             dry={**CPU, "batch": "1"},  # the plumbing: on a tiny CPU job the node's noise is larger than 5 %
             runs=(
@@ -196,7 +196,7 @@ SCENARIOS: dict[str, Scenario] = {
                 Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1")),
                 Run("shared-naive", ("naive",), (*SHARED, "ppo.steps=1")),
             ),
-            follow_up=fit_check.capped_runs,
+            run_jobs=fit_check.run_jobs,
             table=fit_check.table,
             compares=False,  # each configuration runs three times already
         ),

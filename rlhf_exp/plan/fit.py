@@ -6,21 +6,33 @@ from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import GIB
 from rlhf_exp.loaders.registry import AUTO, auto_order
-from rlhf_exp.plan.formulas import make_plan
+from rlhf_exp.plan.formulas import GPU_PLAN_ERROR, make_plan
 from rlhf_exp.plan.machine import Target
-from rlhf_exp.plan.terms import Plan, RankBase, RoleShape
+from rlhf_exp.plan.terms import Plan, RankBase, RoleShape, StagePlan
+
+GPU_WITH_ERROR = f"GPU +{GPU_PLAN_ERROR:.0%}"  # the memory a misfit names when only the plan's error makes it one
+
+
+def gpu_fit_need(stage: StagePlan) -> float:
+    """What the fit check asks of a card for one rank at this stage (GiB): what it needs, with the planner's error on
+    torch's peak (GPU_PLAN_ERROR) added, so that a plan a little under the measurement still refuses in time."""
+    return stage.gpu_need_gib + GPU_PLAN_ERROR * stage.gpu_rank_gib
 
 
 def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | None:
-    """(stage, "host"|"GPU", needed GiB, capacity GiB) of the first stage that does not fit, or None.
+    """(stage, memory, needed GiB, capacity GiB) of the first stage that does not fit, or None.
 
     Host: the node's peak against one node's usable memory. GPU: what the card must have (torch's allocations and
-    the CUDA context) for every rank on it, against the card's memory."""
-    for st in plan.stages:
-        if st.node_peak_gib * GIB > cap.host_bytes:
-            return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
-        if cap.gpu_bytes is not None and st.gpu_need_gib * cap.ranks_per_gpu * GIB > cap.gpu_bytes:
-            return st.stage, "GPU", st.gpu_need_gib * cap.ranks_per_gpu, cap.gpu_bytes / GIB
+    the CUDA context) for every rank on it, against the card's memory. Where every stage fits on the plan's own
+    figures but one would not with the planner's error on the GPU, that stage, as memory GPU_WITH_ERROR: the error
+    refuses such a job without moving the stage named where the figures themselves do not fit."""
+    for memory, gpu_need in (("GPU", lambda st: st.gpu_need_gib), (GPU_WITH_ERROR, gpu_fit_need)):
+        for st in plan.stages:
+            if st.node_peak_gib * GIB > cap.host_bytes:
+                return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
+            need = gpu_need(st) * cap.ranks_per_gpu
+            if cap.gpu_bytes is not None and need * GIB > cap.gpu_bytes:
+                return st.stage, memory, need, cap.gpu_bytes / GIB
     return None
 
 

@@ -8,7 +8,7 @@ from conftest import compose_settings
 from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.advice import alternatives
-from rlhf_exp.plan.fit import all_plans, choose, first_misfit, usable_loaders
+from rlhf_exp.plan.fit import GPU_WITH_ERROR, all_plans, choose, first_misfit, gpu_fit_need, usable_loaders
 from rlhf_exp.plan.inputs import role_shapes
 from rlhf_exp.plan.machine import declared_target
 from rlhf_exp.plan.terms import RankBase
@@ -53,6 +53,23 @@ def test_issue_529_node_naive_fails_at_actor_load_and_the_advice_names_what_fits
     fits = [a for a in advice if a.loader]
     assert fits and all(a.gpu_need_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
     assert any(a.overrides.startswith("zero=stage3") for a in fits)
+
+
+def test_a_card_that_holds_the_plan_but_not_its_error_is_refused_at_the_stage_the_error_fills() -> None:
+    """The fit check allows for the planner's error on torch's peak (GPU_PLAN_ERROR): a stage over the card on its own
+    figure is named as "GPU"; where none is, the first stage over the card with the error is, as GPU_WITH_ERROR."""
+    job = ("model=llama-13b", "lora=r128", "zero=stage2", "gpus=8", "loader=direct", "machine=a100-80g-8x")
+    _, plans, target = plans_on(*job, "machine.host_gib=500")
+    plan = plans["direct"]
+    peak = max(plan.stages, key=lambda st: st.gpu_need_gib)
+    between = (peak.gpu_need_gib + gpu_fit_need(peak)) / 2  # holds the plan's figure, not the error above it
+    _, plans, roomy = plans_on(*job, "machine.host_gib=500", f"machine.gpu_gib={between}")
+    stage, memory, need, have = first_misfit(plans["direct"], roomy)
+    assert memory == GPU_WITH_ERROR == "GPU +4%" and need == pytest.approx(gpu_fit_need(next(
+        st for st in plans["direct"].stages if st.stage == stage)), abs=1e-9) and need > have  # fmt: skip
+    assert all(st.gpu_need_gib <= have for st in plans["direct"].stages)
+    _, plans, tight = plans_on(*job, "machine.host_gib=500", f"machine.gpu_gib={peak.gpu_need_gib - 0.01}")
+    assert first_misfit(plans["direct"], tight)[:2] == (peak.stage, "GPU")  # over on its own figure: no error needed
 
 
 def test_one_a100_names_the_first_stage_whose_gpu_memory_does_not_fit_ppo_included() -> None:
