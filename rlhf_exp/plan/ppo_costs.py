@@ -11,7 +11,9 @@ train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copi
               (e T, 4T/N fp32 under ZeRO >= 2, 4T otherwise), ZeRO-1/2's two gradient buckets on a GPU (2 x
               reduce_bucket_size, e bytes; fp32 under ZeRO-1) and Adam's m and v (8T/N under
               ZeRO >= 1), which stay after the step; with train.optimizer_states_at_init (DeepSpeed 0.9's timing)
-              ZeRO-1/2's m and v come at the role's init stage instead, with a transient zero fp32 gradient 4T/N
+              ZeRO-1/2's m and v come at the role's init stage instead, with a transient zero fp32 gradient 4T/N;
+              under ZeRO-3 at N > 1 the larger of the backward's peak (activations, logits and every linear weight the
+              forward gathered, e (P - V h)) and the step's (gradients, fp32 gradients, Adam)
 train_critic  the same for the critic, whose head emits one value per token instead of V logits
 Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see formulas.py's docstring.
 """
@@ -70,10 +72,21 @@ def _train(
     # ZeRO-2 keeps only its partition's gradients after each bucket's reduce (stage_1_and_2.py copy_grads_in_partition:
     # grads_in_partition, sized by the rank's params_in_partition); ZeRO-1 keeps the whole model's until the step
     grads = e * t / (n if stage == 2 else 1)
-    device = _place(activations + head_out + grads + buckets, on_gpu)
     optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
     held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
-    return device.plus(optimizer), held
+    if stage == 3 and n > 1:  # the backward's peak, the forward's gathered weights all held, comes before the step's
+        backward = _place(activations + head_out + e * gathered_linear_weights(shape), on_gpu)
+        return backward.larger(_place(grads, on_gpu).plus(optimizer)), held
+    return _place(activations + head_out + grads + buckets, on_gpu).plus(optimizer), held
+
+
+def gathered_linear_weights(shape: RoleShape) -> int:
+    """Parameters a ZeRO-3 forward gathers into a linear layer: all but the input embedding (norms are negligible).
+    F.linear saves each weight's transposed view for the backward, so with DeepSpeed-Chat's memory_efficient_linear
+    =false every one the training forward gathered stays held until its layer's backward, whatever ZeRO-3 releases:
+    llama-1.3b at 8 ranks sharing the H100, 2.08 GiB of gathered weights live at train_actor's peak (gpu-peaks-2026-12-06)
+    and 0.11 GiB of the medium model's 0.13 on 8 CPU ranks; at one rank ZeRO-3 gathers no copy."""
+    return max(0, shape.params - shape.vocab * shape.hidden)
 
 
 def ppo_costs(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, astuple, dataclass, field, fields
 from typing import Any
 
 
@@ -81,6 +81,10 @@ class RankMemory:
             self.lazy + other.lazy,
             self.host_outside + other.host_outside,
         )
+
+    def larger(self, other: RankMemory) -> RankMemory:
+        """The peak of two moments apart, kind by kind."""
+        return RankMemory(*(max(a, b) for a, b in zip(astuple(self), astuple(other), strict=True)))
 
 
 def compared(measured_key: str, label: str) -> Any:

@@ -174,6 +174,23 @@ def test_zero2s_step_keeps_its_gradient_partition_zero1s_the_whole_gradients_bes
     assert step_gpu(8) > IPG_BUFFERS * REDUCE_BUCKET * e  # the buckets, whatever the trainable count
 
 
+def test_zero3s_training_step_at_several_ranks_holds_every_gathered_linear_weight_until_the_backward() -> None:
+    """F.linear keeps a view of each gathered weight for the backward (ppo_costs.gathered_linear_weights): under ZeRO-3
+    at N > 1 the backward's peak holds the role's linear weights whole, apart from the step's gradients and Adam."""
+    from rlhf_exp.plan.ppo_costs import gathered_linear_weights, ppo_costs
+
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+    linear = gathered_linear_weights(WIDE)
+    assert linear == P - WIDE.vocab * WIDE.hidden  # all but the input embedding
+
+    def train_actor(ranks: int) -> float:
+        settings = compose_settings(f"gpus={ranks}", "zero=stage3", "loader=zero3_init")
+        return {p: t for p, t, _ in ppo_costs(settings, shapes, ranks, on_gpu=True)}["train_actor"].gpu
+
+    assert train_actor(8) > 2 * linear  # e bytes each: the whole model's linear layers, not an eighth
+    assert train_actor(1) < 2 * linear  # one rank gathers no copy: its partition is the weight
+
+
 def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
     settings = compose_settings("gpus=1")
     shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
