@@ -40,8 +40,9 @@ init (deepspeed.initialize)
                    memory outside the rank's RSS
 PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ranks also a host share per part,
 and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
-outside the rank, after naive's fp32 models); on GPU ranks sharing a GPU (gloo), ZeRO-3's gathers and gradient
-reduces staged through torch's pinned host pool (gloo_staging.py), held from the part that grows it.
+outside the rank, after naive's fp32 models); on GPU ranks sharing a GPU (gloo), the step's collectives (ZeRO-3's
+gathers, the gradient reduces, ZeRO-1/2's gather of the updated weights) staged through torch's pinned host pool
+(gloo_staging.py), held from the part that grows it.
 
 A rank's planned peak in a stage = base RSS (a probe process that imported the rank's libraries and, on GPU,
 made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
