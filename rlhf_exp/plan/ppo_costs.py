@@ -20,7 +20,7 @@ Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see
 
 from __future__ import annotations
 
-from rlhf_exp.config.deepspeed import REDUCE_BUCKET
+from rlhf_exp.config.deepspeed import REDUCE_BUCKET, role_ds_config
 from rlhf_exp.config.roles import TRAIN_ROLES
 from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
@@ -62,8 +62,6 @@ def _train(
     """(transient, held after) of one training step of a role whose head emits `head` values per token; offload keeps
     the fp32 gradients and Adam's states in host memory; `states_held`: Adam's states came with initialize."""
     t, stage = shape.trainable, role_stage(zero)
-    activations = shape.layers * tokens * (ACT_H * shape.hidden + ACT_I * shape.intermediate) * e
-    head_out = tokens * head * (e + 3 * FP32)
     fp32_grads = FP32 * t / (n if stage >= 2 else 1)
     adam = 0.0 if states_held else adam_states(shape, stage, n)
     # ZeRO-1/2's gradient buckets for the backward, two with overlap_comm (stage_1_and_2.py setup_buckets), whatever
@@ -74,19 +72,34 @@ def _train(
     grads = e * t / (n if stage == 2 else 1)
     optimizer = RankMemory(host_private=fp32_grads + adam) if zero.offload else _place(fp32_grads + adam, on_gpu)
     held = RankMemory(host_private=adam) if zero.offload else _place(adam, on_gpu)
-    if stage == 3 and n > 1:  # the backward's peak, the forward's gathered weights all held, comes before the step's
-        backward = _place(activations + head_out + e * gathered_linear_weights(shape), on_gpu)
-        return backward.larger(_place(grads, on_gpu).plus(optimizer)), held
-    return _place(activations + head_out + grads + buckets, on_gpu).plus(optimizer), held
+    return _place(_forward_saved(shape, e, tokens, head) + grads + buckets, on_gpu).plus(optimizer), held
+
+
+def _forward_saved(shape: RoleShape, e: int, tokens: int, head: int) -> float:
+    """What the training forward keeps for the backward: the saved activations, and the head's output with its fp32
+    log-softmax and gradient."""
+    activations = shape.layers * tokens * (ACT_H * shape.hidden + ACT_I * shape.intermediate) * e
+    return activations + tokens * head * (e + 3 * FP32)
 
 
 def gathered_linear_weights(shape: RoleShape) -> int:
-    """Parameters a ZeRO-3 forward gathers into a linear layer: all but the input embedding (norms are negligible).
-    F.linear saves each weight's transposed view for the backward, so with DeepSpeed-Chat's memory_efficient_linear
-    =false every one the training forward gathered stays held until its layer's backward, whatever ZeRO-3 releases:
-    llama-1.3b at 8 ranks sharing the H100, 2.08 GiB of gathered weights live at train_actor's peak (gpu-peaks-2026-12-06)
-    and 0.11 GiB of the medium model's 0.13 on 8 CPU ranks; at one rank ZeRO-3 gathers no copy."""
+    """Parameters a ZeRO-3 forward gathers into a linear layer: all but the input embedding (norms are negligible)."""
     return max(0, shape.params - shape.vocab * shape.hidden)
+
+
+def _backward_holding_gathered(
+    settings: RunSettings, role: str, shape: RoleShape, e: int, tokens: int, head: int, on_gpu: bool
+) -> RankMemory:
+    """The backward's peak of a ZeRO-3 role at N > 1 whose config has memory_efficient_linear off (DeepSpeed-Chat's):
+    F.linear keeps a view of each weight it was given for the backward, so every linear weight the training forward
+    gathered stays held until its layer's backward, whatever ZeRO-3 releases. llama-1.3b at 8 ranks sharing the H100:
+    2.08 GiB of gathered weights live at train_actor's peak (gpu-peaks-2026-12-06); the medium model on 8 CPU ranks:
+    0.11 GiB of its 0.13, and none with memory_efficient_linear on (DeepSpeed's LinearFunctionForZeroStage3 keeps the
+    parameter, whose data ZeRO-3 frees). At one rank ZeRO-3 gathers no copy."""
+    ds = role_ds_config(settings, role, settings.gpus).get("zero_optimization", {})
+    if ds.get("stage") != 3 or ds.get("memory_efficient_linear", True):
+        return RankMemory()
+    return _place(_forward_saved(shape, e, tokens, head) + e * gathered_linear_weights(shape), on_gpu)
 
 
 def ppo_costs(
@@ -103,6 +116,9 @@ def ppo_costs(
     early = {role: states_at_init(settings, role, shapes[role], n) > 0 for role in ("actor", "critic")}
     actor_step, actor_held = _train(actor, e, settings.zero.actor, n, tokens, actor.vocab, on_gpu, early["actor"])
     critic_step, critic_held = _train(critic, e, settings.zero.critic, n, tokens, 1, on_gpu, early["critic"])
+    if n > 1:  # ZeRO-3's gathered weights held for the backward, where the role's DeepSpeed config lets F.linear keep them
+        actor_step = actor_step.larger(_backward_holding_gathered(settings, "actor", actor, e, tokens, actor.vocab, on_gpu))
+        critic_step = critic_step.larger(_backward_holding_gathered(settings, "critic", critic, e, tokens, 1, on_gpu))
     parts = [
         ("generate", _place(kv_cache + prefill, on_gpu), RankMemory()),
         ("score", _place(score, on_gpu), RankMemory()),

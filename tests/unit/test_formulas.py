@@ -191,6 +191,20 @@ def test_zero3s_training_step_at_several_ranks_holds_every_gathered_linear_weigh
     assert train_actor(1) < 2 * linear  # one rank gathers no copy: its partition is the weight
 
 
+def test_zero3_with_memory_efficient_linear_on_holds_no_gathered_weight_for_the_backward(tmp_path) -> None:
+    """DeepSpeed's own linear function keeps the parameter, whose data ZeRO-3 frees, not the gathered weight."""
+    import json
+
+    from rlhf_exp.plan.ppo_costs import gathered_linear_weights, ppo_costs
+
+    config = tmp_path / "actor.json"
+    config.write_text(json.dumps({"zero_optimization": {"stage": 3, "memory_efficient_linear": True}}))
+    settings = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init", f"zero.actor.config_file={config}")
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+    step = {p: t for p, t, _ in ppo_costs(settings, shapes, 8, on_gpu=True)}["train_actor"].gpu
+    assert step < 2 * gathered_linear_weights(WIDE)
+
+
 def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
     settings = compose_settings("gpus=1")
     shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
