@@ -92,6 +92,9 @@ SCENARIOS: dict[str, Scenario] = {
                 ),  # fmt: skip
                 Run("shared-zero2", ("direct", "rank0_broadcast", "low_mem", "naive"), (*SHARED, "ppo.steps=1")),
                 Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1")),
+                # the engine alone: at 13B (--size small=llama-13b) eight ranks' training steps do not fit one GPU,
+                # each holding the actor's gathered linear weights for the backward (ppo_costs.gathered_linear_weights)
+                Run("shared-zero3-engine", ("zero3_init",), (*SHARED, "zero=stage3")),
             ),
             table=plan_check.table,
         ),
