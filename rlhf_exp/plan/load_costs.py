@@ -89,7 +89,8 @@ def zero3_init(ctx: LoadContext) -> Cost:
     if ctx.staging_bytes:
         stored = shape.checkpoint_bytes / max(1, shape.loaded)  # bytes per element as stored
         share = RankMemory(host_private=stored * shape.largest_tensor / ctx.ranks, host_mapped=shape.largest_file / ctx.ranks)
-        return part.plus(share).plus(driver), part
+        whole = _on_place(ctx, e * shape.largest_tensor)  # zero.Init makes each weight whole, then partitions it
+        return part.plus(share).plus(driver).plus(whole), part
     gathered = _on_place(ctx, e * shape.largest_tensor)
     return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)).plus(driver), part
 

@@ -21,6 +21,7 @@ Constants were fitted on the H200 (bench/results/h200-7b-*, h200-1gpu-plan): see
 from __future__ import annotations
 
 from rlhf_exp.config.deepspeed import REDUCE_BUCKET, role_ds_config
+from rlhf_exp.config.deepspeed import STAGE3_BUCKET as PREFETCH_BUCKET
 from rlhf_exp.config.roles import TRAIN_ROLES
 from rlhf_exp.config.schema import RoleZero, RunSettings, role_stage
 from rlhf_exp.config.units import DTYPE_BYTES, GIB
@@ -102,6 +103,16 @@ def _backward_holding_gathered(
     return _place(_forward_saved(shape, e, tokens, head) + e * gathered_linear_weights(shape), on_gpu)
 
 
+def zero3_gathers(settings: RunSettings, role: str, shape: RoleShape, e: int) -> float:
+    """Bytes a ZeRO-3 role's forward at N > 1 holds in gathers at once: its largest weight (the embedding or the LM
+    head, V h) twice, as the all-gather's flat output and the weight made from it, and a prefetch bucket of modules:
+    llama-1.3b at 8 ranks sharing the H100, 0.29 GiB above what generate and score held (0.15 + 0.12 + 0.02 GiB at
+    _all_gather_dtype, all_gather_into_tensor and _all_gather_sequential, gpu-peaks-2026-12-06)."""
+    if role_stage(getattr(settings.zero, role)) != 3:
+        return 0.0
+    return e * (2 * shape.vocab * shape.hidden + PREFETCH_BUCKET)
+
+
 def ppo_costs(
     settings: RunSettings, shapes: dict[str, RoleShape], n: int, on_gpu: bool
 ) -> list[tuple[str, RankMemory, RankMemory]]:
@@ -119,9 +130,13 @@ def ppo_costs(
     if n > 1:  # ZeRO-3's gathered weights held for the backward, where the role's DeepSpeed config lets F.linear keep them
         actor_step = actor_step.larger(_backward_holding_gathered(settings, "actor", actor, e, tokens, actor.vocab, on_gpu))
         critic_step = critic_step.larger(_backward_holding_gathered(settings, "critic", critic, e, tokens, 1, on_gpu))
+    # and the gathers in flight of each ZeRO-3 role running its forward (scoring runs the four one after another)
+    gathers = {role: zero3_gathers(settings, role, shapes[role], e) if n > 1 else 0.0 for role in settings.roles}
+    actor_step = actor_step.plus(_place(gathers["actor"], on_gpu))
+    critic_step = critic_step.plus(_place(gathers["critic"], on_gpu))
     parts = [
-        ("generate", _place(kv_cache + prefill, on_gpu), RankMemory()),
-        ("score", _place(score, on_gpu), RankMemory()),
+        ("generate", _place(kv_cache + prefill + gathers["actor"], on_gpu), RankMemory()),
+        ("score", _place(score + max(gathers.values()), on_gpu), RankMemory()),
         ("train_actor", actor_step, actor_held),
         ("train_critic", critic_step, critic_held),
     ]

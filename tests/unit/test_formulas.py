@@ -118,7 +118,8 @@ def test_zero3_partitions_weights_and_allocates_the_gradient_bucket_on_gpu() -> 
     settings = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init")
     plan = make_plan(settings, "zero3_init", SHAPES, on("cuda", settings), BASE)
     load = stage(plan, "actor.load")
-    assert load.gpu_rank_gib == gib(2 * P / 4)  # each rank reads its share into its partition: nothing gathered
+    # each rank reads its share into its partition; zero.Init makes each weight whole before partitioning it
+    assert load.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)
     library = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init", "loader.fast_read=false")
     gathered = stage(make_plan(library, "zero3_init", SHAPES, on("cuda", library), BASE), "actor.load")
     assert gathered.gpu_rank_gib == gib(2 * P / 4 + 2 * LARGEST)  # from_pretrained: plus the tensor being gathered
@@ -189,6 +190,35 @@ def test_zero3s_training_step_at_several_ranks_holds_every_gathered_linear_weigh
 
     assert train_actor(8) > 2 * linear  # e bytes each: the whole model's linear layers, not an eighth
     assert train_actor(1) < 2 * linear  # one rank gathers no copy: its partition is the weight
+
+
+def test_zero3s_forwards_at_several_ranks_hold_their_largest_weight_gathered_twice_and_a_prefetch_bucket() -> None:
+    from rlhf_exp.config.deepspeed import STAGE3_BUCKET
+    from rlhf_exp.plan.ppo_costs import ppo_costs
+
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+
+    def generate(ranks: int, zero: str) -> float:
+        settings = compose_settings(f"gpus={ranks}", f"zero={zero}")
+        return {p: t for p, t, _ in ppo_costs(settings, shapes, ranks, on_gpu=True)}["generate"].gpu
+
+    gathers = 2 * (2 * WIDE.vocab * WIDE.hidden + STAGE3_BUCKET)  # fp16: the LM head's all-gather and weight, a bucket
+    assert generate(8, "stage3") - generate(8, "stage2") == pytest.approx(gathers)
+    assert generate(1, "stage3") == generate(1, "stage2")  # one rank gathers nothing
+
+
+def test_zero3_initialize_partitions_the_adapters_a_partitioned_load_added_whole() -> None:
+    settings = compose_settings("gpus=8", "zero=stage3", "loader=zero3_init", "ppo.steps=0")
+
+    def actor(adapters: int):
+        shapes = {role: replace(WIDE, params=P + adapters, loaded_params=P) for role in SHAPES}
+        plan = make_plan(settings, "zero3_init", shapes, on("cuda", settings), BASE)
+        return stage(plan, "actor.load").gpu_rank_gib, stage(plan, "actor.init").gpu_rank_gib
+
+    adapters = 300_000_000
+    (_, init0), (load, init) = actor(0), actor(adapters)
+    assert load == pytest.approx(gib(2 * P / 8 + 2 * adapters), abs=1e-3)  # LoRA comes whole onto each rank's partition
+    assert init - init0 == pytest.approx(gib(2 * adapters / 8), abs=1e-3)  # and leaves it partitioned
 
 
 def test_zero3_with_memory_efficient_linear_on_holds_no_gathered_weight_for_the_backward(tmp_path) -> None:
