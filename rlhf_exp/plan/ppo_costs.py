@@ -6,6 +6,7 @@ Where a term lands: the GPU on CUDA, private host memory on CPU (the host is the
 
 generate      the KV cache 2 L b s kv e, plus the prefill's activations of one layer
 score         actor and ref logits b s V e held together, then the fp32 copy and log-softmax of one (2 x 4 b s V)
+              (under ZeRO-3 at N > 1 every forward also holds its gathers in flight, e (2 V h + prefetch bucket))
 train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copies included), the logits and their
               fp32 log-softmax and its gradient (e + 3 x 4 bytes per b s V), the gradients of the trainable parameters
               (e T, 4T/N fp32 under ZeRO >= 2, 4T otherwise), ZeRO-1/2's two gradient buckets on a GPU (2 x
