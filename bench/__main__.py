@@ -107,6 +107,11 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
+    models = [kv for kv in args.size if kv.split("=", 1)[0] in ("model", "small")]
+    if args.dry_run and models:  # it would generate that model's checkpoints here, tens of GB at 7B and 13B
+        print(f"error: --size {models[0]}: a dry run rehearses each scenario's smallest models on CPU; valid: "
+              "--size without model= or small=, or no --dry-run", file=sys.stderr)  # fmt: skip
+        return 2
     if args.detach:
         device.detach(
             [a for a in argv if a != "--detach"] + ([] if args.results else ["--results", str(device.KEEP / "results")])

@@ -64,6 +64,12 @@ def test_an_unknown_scenario_is_one_line_naming_the_valid_ones(capsys: pytest.Ca
     assert err.startswith("error: scenario 'seeds' unknown; valid: all, seed, ") and "\n" not in err
 
 
+def test_a_dry_run_refuses_a_model_size_it_would_generate_here(capsys: pytest.CaptureFixture) -> None:
+    assert main(["run", "plan-vs-measured", "--dry-run", "--size", "small=llama-13b"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --size small=llama-13b: a dry run rehearses") and "\n" not in err
+
+
 def test_every_results_folder_names_its_scenario_and_command_and_results_md_is_current() -> None:
     for folder in (p for p in RESULTS.iterdir() if p.is_dir()):
         record = json.loads((folder / provenance.PROVENANCE).read_text())
