@@ -26,13 +26,15 @@ def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | Non
     the CUDA context) for every rank on it, against the card's memory. Where every stage fits on the plan's own
     figures but one would not with the planner's error on the GPU, that stage, as memory GPU_WITH_ERROR: the error
     refuses such a job without moving the stage named where the figures themselves do not fit."""
-    for memory, gpu_need in (("GPU", lambda st: st.gpu_need_gib), (GPU_WITH_ERROR, gpu_fit_need)):
-        for st in plan.stages:
-            if st.node_peak_gib * GIB > cap.host_bytes:
-                return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
-            need = gpu_need(st) * cap.ranks_per_gpu
-            if cap.gpu_bytes is not None and need * GIB > cap.gpu_bytes:
-                return st.stage, memory, need, cap.gpu_bytes / GIB
+    card = None if cap.gpu_bytes is None else cap.gpu_bytes / GIB
+    for st in plan.stages:
+        if st.node_peak_gib * GIB > cap.host_bytes:
+            return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
+        if card is not None and st.gpu_need_gib * cap.ranks_per_gpu > card:
+            return st.stage, "GPU", st.gpu_need_gib * cap.ranks_per_gpu, card
+    for st in plan.stages if card is not None else ():
+        if gpu_fit_need(st) * cap.ranks_per_gpu > card:
+            return st.stage, GPU_WITH_ERROR, gpu_fit_need(st) * cap.ranks_per_gpu, card
     return None
 
 

@@ -98,8 +98,10 @@ def _backward_holding_gathered(
     2.08 GiB of gathered weights live at train_actor's peak (gpu-peaks-2026-12-06); the medium model on 8 CPU ranks:
     0.11 GiB of its 0.13, and none with memory_efficient_linear on (DeepSpeed's LinearFunctionForZeroStage3 keeps the
     parameter, whose data ZeRO-3 frees). At one rank ZeRO-3 gathers no copy."""
-    ds = role_ds_config(settings, role, settings.gpus).get("zero_optimization", {})
-    if ds.get("stage") != 3 or ds.get("memory_efficient_linear", True):
+    if role_stage(getattr(settings.zero, role)) != 3:
+        return RankMemory()
+    zero_config = role_ds_config(settings, role, settings.gpus).get("zero_optimization", {})
+    if zero_config.get("memory_efficient_linear", True):  # DeepSpeed's default: on
         return RankMemory()
     return _place(_forward_saved(shape, e, tokens, head) + e * gathered_linear_weights(shape), on_gpu)
 
