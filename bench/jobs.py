@@ -49,12 +49,16 @@ def picks(entry: str, name: str) -> bool:
     return name == entry.rstrip(":") or (":" not in entry and name.partition(":")[0] == entry)
 
 
-def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
+def job_overrides(run: Run, name: str, ctx: Context) -> list[str]:
+    """The app's overrides for one job of `run` with loader[:variant] `name` (its plan's too)."""
     loader, _, variant = name.partition(":")
     overrides = [o.format(**ctx.sizes) for o in run.overrides]
     ppo = [] if any(o.startswith("ppo.steps=") for o in overrides) else ["ppo.steps=0"]  # PPO is not the engine's time
-    return [sys.executable, "-m", "rlhf_exp", f"loader={loader}", f"hydra.run.dir={job_dir}", *EVERY_JOB, *ppo,
-            *overrides, *VARIANTS.get(variant, [])]  # fmt: skip
+    return [f"loader={loader}", *EVERY_JOB, *ppo, *overrides, *VARIANTS.get(variant, [])]
+
+
+def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
+    return [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={job_dir}", *job_overrides(run, name, ctx)]
 
 
 def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobResult:

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from bench import REPO
-from bench.jobs import EVERY_JOB, loaders_of, record, run_job, runs_of
+from bench.jobs import job_overrides, loaders_of, record, run_job, runs_of
 from bench.scenario import Context, JobResult, Run
 from bench.tools.tables import markdown
 from rlhf_exp.config.compose import compose_config
@@ -105,7 +105,7 @@ def run_jobs(ctx: Context) -> None:
     """Each configuration capped at its plan, then, where that completed, 5 % below what it needed."""
     for run in runs_of(ctx):
         for loader in loaders_of(run, ctx):
-            overrides = [f"loader={loader}", *EVERY_JOB, *(o.format(**ctx.sizes) for o in run.overrides)]
+            overrides = job_overrides(run, loader, ctx)
             plan = planned_caps(plan_document(overrides), validate(compose_config(overrides)).plan.host_fraction)
             if ctx.dry:  # the plumbing: a tiny CPU job's cgroup holds more than its plan's node figure says
                 plan["host_gib"] += DRY_HOST_SLACK_GIB
