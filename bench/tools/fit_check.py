@@ -133,7 +133,7 @@ def table(ctx: Context) -> str:
         for label, facts in ctx.facts.get(run.name, {}).items():
             at_plan, under = jobs.get((f"{run.name}-{AT_PLAN}", label)), jobs.get((f"{run.name}-{UNDER}", label))
             plan_says = (under.result or {}).get("plan", {}) if under else {}
-            named = plan_says.get("first_misfit") if plan_says and not plan_says.get("fits") else None
+            named = plan_says["first_misfit"]["stage"] if plan_says and not plan_says.get("fits") else None
             completed = _outcome(at_plan) == "completed"
             right = completed and named is not None and _outcome(under) == f"failed at {named}"
             rows.append(

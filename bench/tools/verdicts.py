@@ -8,20 +8,12 @@ from typing import Any
 from bench.scenario import Context
 from bench.tools import stages
 from bench.tools.tables import markdown
-from rlhf_exp.plan.fit import GPU_WITH_ERROR, gpu_fit_need
-from rlhf_exp.plan.terms import plan_stages
+from rlhf_exp.plan.fit import Misfit
 
 
 def plan_says(result: dict[str, Any]) -> str:
     plan = result.get("plan") or {}
-    if plan.get("fits", True):
-        return "fits"
-    row = next(st for st in plan_stages(plan) if st.stage == plan["first_misfit"])
-    per_gpu, have = plan["machine"]["ranks_per_gpu"], plan.get("capacity_gpu_gib")
-    for memory, gpu in (("GPU", row.gpu_need_gib * per_gpu), (GPU_WITH_ERROR, gpu_fit_need(row) * per_gpu)):
-        if have and gpu > have:
-            return f"does not fit at {row.stage} ({memory} {gpu:.2f} of {have:.2f} GiB)"
-    return f"does not fit at {row.stage} (host {row.node_peak_gib:.2f} of {plan['capacity_host_gib']:.2f} GiB)"
+    return "fits" if plan.get("fits", True) else Misfit(**plan["first_misfit"]).describe()
 
 
 def ended(result: dict[str, Any]) -> tuple[str, str | None]:

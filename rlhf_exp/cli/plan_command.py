@@ -74,7 +74,7 @@ def report(
         miss = first_misfit(plan, target)
         return {
             "fits": miss is None,
-            "first_misfit": dict(zip(("stage", "memory", "need_gib", "capacity_gib"), miss, strict=True)) if miss else None,
+            "first_misfit": miss._asdict() if miss else None,
             "node_peak_gib": plan.node_peak_gib(),
             "gpu_need_peak_gib": max(st.gpu_need_gib for st in plan.stages),
         }

@@ -65,7 +65,7 @@ def plan_job(
         "capacity_gpu_gib": gib(cap.gpu_bytes, 3),
         "machine": cap.to_dict(),
         "fits": misfit is None,
-        "first_misfit": misfit[0] if misfit else None,
+        "first_misfit": misfit._asdict() if misfit else None,
         "others": {name: plan.node_peak_gib() for name, plan in plans.items()},
     }
 
@@ -80,7 +80,7 @@ def plan_verdict(plan: dict[str, Any]) -> str:
         gpu = max(st.gpu_need_gib for st in stages) * per_gpu
         share = f" ({per_gpu} ranks)" if per_gpu > 1 else ""
         room += f", GPU {gpu:.2f} GiB of {plan['capacity_gpu_gib']:.1f} GiB per GPU{share}"
-    verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']} (plan.fit_check=false)"
+    verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']['stage']} (plan.fit_check=false)"
     return f"plan: loader={plan['loader']}, {room}: {verdict}"
 
 

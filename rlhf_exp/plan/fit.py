@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rlhf_exp.config.errors import ConfigError
 from rlhf_exp.config.schema import RunSettings
 from rlhf_exp.config.units import GIB
@@ -13,14 +15,26 @@ from rlhf_exp.plan.terms import Plan, RankBase, RoleShape, StagePlan
 GPU_WITH_ERROR = f"GPU +{GPU_PLAN_ERROR:.0%}"  # the memory a misfit names when only the plan's error makes it one
 
 
+class Misfit(NamedTuple):
+    """The first stage of a plan that does not fit: what the plan record stores (`first_misfit`, as a dict)."""
+
+    stage: str
+    memory: str  # "host", "GPU" or GPU_WITH_ERROR
+    need_gib: float
+    capacity_gib: float
+
+    def describe(self) -> str:
+        return f"does not fit at {self.stage} ({self.memory} {self.need_gib:.2f} of {self.capacity_gib:.2f} GiB)"
+
+
 def gpu_fit_need(stage: StagePlan) -> float:
     """What the fit check asks of a card for one rank at this stage (GiB): what it needs, with the planner's error on
     torch's peak (GPU_PLAN_ERROR) added, so that a plan a little under the measurement still refuses in time."""
     return stage.gpu_need_gib + GPU_PLAN_ERROR * stage.gpu_rank_gib
 
 
-def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | None:
-    """(stage, memory, needed GiB, capacity GiB) of the first stage that does not fit, or None.
+def first_misfit(plan: Plan, cap: Target) -> Misfit | None:
+    """The first stage that does not fit (stage, memory, needed GiB, capacity GiB), or None.
 
     Host: the node's peak against one node's usable memory. GPU: what the card must have (torch's allocations and
     the CUDA context) for every rank on it, against the card's memory. Where every stage fits on the plan's own
@@ -29,12 +43,12 @@ def first_misfit(plan: Plan, cap: Target) -> tuple[str, str, float, float] | Non
     card = None if cap.gpu_bytes is None else cap.gpu_bytes / GIB
     for st in plan.stages:
         if st.node_peak_gib * GIB > cap.host_bytes:
-            return st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB
+            return Misfit(st.stage, "host", st.node_peak_gib, cap.host_bytes / GIB)
         if card is not None and st.gpu_need_gib * cap.ranks_per_gpu > card:
-            return st.stage, "GPU", st.gpu_need_gib * cap.ranks_per_gpu, card
+            return Misfit(st.stage, "GPU", st.gpu_need_gib * cap.ranks_per_gpu, card)
     for st in plan.stages if card is not None else ():
         if gpu_fit_need(st) * cap.ranks_per_gpu > card:
-            return st.stage, GPU_WITH_ERROR, gpu_fit_need(st) * cap.ranks_per_gpu, card
+            return Misfit(st.stage, GPU_WITH_ERROR, gpu_fit_need(st) * cap.ranks_per_gpu, card)
     return None
 
 

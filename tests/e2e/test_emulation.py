@@ -22,8 +22,8 @@ def test_a_job_over_the_emulated_host_cap_fails_at_the_stage_its_plan_names(tmp_
     for result in results:
         assert result["status"] == "failed" and result["plan"]["fits"] is False
         assert result["emulation"]["host"]["cap_gib"] == 1.35 and result["emulation"]["gpu"] is None
-    named = result["plan"]["first_misfit"]
-    assert named == "actor.load"
+    named = result["plan"]["first_misfit"]["stage"]
+    assert named == "actor.load" and result["plan"]["first_misfit"]["memory"] == "host"
     if auto["emulation"]["host"]["by"].startswith("cgroup"):  # the kernel's OOM killer, inside the job's cgroup
         assert auto["emulation"]["host"]["oom_kills"] >= 1
         assert auto["failure"]["stage"] == named and auto["failure"]["signal"] == "SIGKILL"
