@@ -35,14 +35,16 @@ init (deepspeed.initialize)
                    transient there. ZeRO-3 train roles on a GPU also hold DeepSpeed's
                    gradient bucket, reduce_bucket_size (5e8) x e, and pass ZERO3_INIT_HOST of host transient
   offload          the optimizer (and under ZeRO-3 the weights' partition) in host memory instead of the GPU
-  GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank (and FIRST_GPU_LOAD_HOST from the first load
-                   where that load allocates on the GPU); with ZeRO-3, ZERO3_DRIVER_HOST of node
-                   memory outside the rank's RSS
+  GPU-rank runtime from the first init: CUDA_RUNTIME_HOST held per rank (GLOO_RUNTIME_HOST on ranks sharing a GPU
+                   whose first engine is replicated; FIRST_GPU_LOAD_HOST from the first load where that load allocates
+                   on the GPU); with ZeRO-3, ZERO3_DRIVER_HOST of node memory outside the rank's RSS
+  broadcast        ranks sharing a GPU (gloo), N > 1: a replicated (ZeRO-0/1/2) engine's broadcast pins a block of
+                   each parameter size (gloo_staging.py), held until a fast_read load empties torch's pinned pool
 PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ranks also a host share per part,
 and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
 outside the rank, after naive's fp32 models); on GPU ranks sharing a GPU (gloo), the step's collectives (ZeRO-3's
 gathers, the gradient reduces, ZeRO-1/2's gather of the updated weights) staged through torch's pinned host pool
-(gloo_staging.py), held from the part that grows it.
+(gloo_staging.py), held from the part that grows it, on top of the engine's blocks.
 
 A rank's planned peak in a stage = base RSS (a probe process that imported the rank's libraries and, on GPU,
 made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
@@ -84,6 +86,11 @@ CUDA_CONTEXT_OUTSIDE = 0.085 * GIB
 # host memory a GPU rank keeps once its first engine is initialised (CUDA runtime, NCCL, DeepSpeed state): node
 # figures of direct at gpus=1 on the H200 (h200-7b-zero2: 0.92-0.96 GiB at init stages vs 0.71 without it)
 CUDA_RUNTIME_HOST = 0.25 * GIB
+# the same on ranks sharing a GPU through gloo (no NCCL) whose first engine is replicated (ZeRO-0/1/2), beside the pinned
+# blocks of its broadcast (gloo_staging): llama-1.3b pair at 4 ranks on the H100, every rank's Pss_Anon 0.053 GiB up at
+# actor.init, 0.068 by reward.init (plan-vs-measured-2026-12-06-3); a ZeRO-3 first engine keeps 0.20-0.23 there
+# (plan-vs-measured-2026-12-06, 8 ranks): CUDA_RUNTIME_HOST
+GLOO_RUNTIME_HOST = 0.06 * GIB
 # and what a GPU rank keeps from a load that already allocates on the GPU (direct, rank0_broadcast, zero3_init): llama-1.3b
 # at 8 ranks sharing the H100, every rank's Pss_Anon 0.12 GiB up at actor.load and no lower later, the node 1.0 GiB
 # (plan-vs-measured-2026-12-06); at gpus=1 direct's node stood 0.1-0.35 GiB above its plan from actor.load on (13B)
@@ -196,6 +203,8 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         base = RankBase(base.rss, base.private + CUDA_CONTEXT_OUTSIDE)
     plan.stages.append(StagePlan(DIST_INIT, _gib(base.rss), 0.0, _gib(local * base.private), 0.0, _gpu_device(0.0, on_gpu)))
     held = [RankMemory() for _ in range(local)]  # what each rank of the node holds from finished stages
+    gloo = on_gpu and not nccl and n > 1  # ranks sharing a GPU: their collectives go through torch's pinned pool
+    pools: list[gloo_staging.Pool] = [{} for _ in range(local)]  # each rank's pinned blocks, held within `held`
     for role in settings.roles:
         shape, zero = shapes[role], role_stage(getattr(settings.zero, role))
         contexts = [LoadContext(shape, e, convert, n, on_gpu, r, staging, nccl) for r in range(local)]
@@ -212,13 +221,17 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             first = RankMemory(host_private=FIRST_GPU_LOAD_HOST)
             costs = [(t.plus(first), after.plus(first)) for t, after in costs]
         _add_stage(plan, engine_stage(role, "load"), held, costs, base, g, on_gpu)
+        for r, ctx in enumerate(contexts):  # a fast_read load empties the pinned pool as it ends
+            if pools[r] and load_costs.reads_fast(load_cost, ctx):
+                held[r] = held[r].plus(RankMemory(host_private=-gloo_staging.pool_bytes(pools[r])))
+                pools[r] = {}
         load_held = [after for _, after in costs]
         offload = getattr(settings.zero, role).offload
         train = role in TRAIN_ROLES
         costs = [init_cost(spec, load_held[r], shape, e, n, zero, train, on_gpu, r, offload, nccl) for r in range(local)]
         first_zero3 = zero == 3 and not zero3_before
         runtime = RankMemory(  # what a GPU rank's runtime adds once, from this init on
-            host_private=CUDA_RUNTIME_HOST if on_gpu and not earlier else 0.0,
+            host_private=(CUDA_RUNTIME_HOST if nccl or zero == 3 else GLOO_RUNTIME_HOST) if on_gpu and not earlier else 0.0,
             host_outside=ZERO3_DRIVER_HOST if nccl and first_zero3 else 0.0,
         )
         # the ZeRO-3 driver share shows during init when the load already partitioned (zero3_init), after it otherwise
@@ -229,6 +242,12 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
             place = (lambda b: RankMemory(gpu=b)) if on_gpu and not offload else (lambda b: RankMemory(host_private=b))
             zero_grads = states / 2  # 0.9's zero fp32 gradient of the partition, during its step
             costs = [(t.plus(place(states + zero_grads)), after.plus(place(states))) for t, after in costs]
+        if gloo and zero < 3:  # the replicated model's broadcast from rank 0 pins a block of each parameter size
+            broadcast = gloo_staging.broadcast_classes(shape, _lora_r(settings).get(role, 0), e)
+            for r in range(local):
+                pool = gloo_staging.merged(pools[r], broadcast)
+                grown = RankMemory(host_private=gloo_staging.pool_bytes(pool) - gloo_staging.pool_bytes(pools[r]))
+                costs[r], pools[r] = (costs[r][0].plus(grown), costs[r][1].plus(grown)), pool
         _add_stage(plan, engine_stage(role, "init"), held, costs, base, local, on_gpu)  # counts the loaded model
         plan.stages[-1].optimizer_state_gib = round(states / GIB, 6)  # as the ranks record it
         held = [held[r].plus(costs[r][1]) for r in range(local)]
@@ -245,8 +264,9 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         )
         held = [h.plus(kept) for h in held]
         steps = ppo_costs(settings, shapes, n, on_gpu)
-        pinned = _gloo_staging([part for part, _, _ in steps], settings, shapes, n, e) if on_gpu and not nccl else {}
-        pinned_before = 0.0
+        engine_pool = max(pools, key=gloo_staging.pool_bytes)  # the PPO step's blocks join the engine's
+        pinned = _gloo_staging([part for part, _, _ in steps], settings, shapes, n, e, engine_pool) if gloo else {}
+        pinned_before = gloo_staging.pool_bytes(engine_pool)
         for part, transient, after in steps:
             if pinned:  # the pinned pool grows by this part's new blocks and keeps them
                 grown = RankMemory(host_private=pinned[part] - pinned_before)
@@ -264,11 +284,17 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
     return plan
 
 
-def _gloo_staging(parts: list[str], settings: RunSettings, shapes: dict[str, RoleShape], n: int, e: int) -> dict[str, float]:
-    """Ranks sharing a GPU (gloo): the pinned pool the PPO step's collectives leave, after each part."""
+def _lora_r(settings: RunSettings) -> dict[str, int]:
+    """Each role's adapter rank (trained roles with LoRA on)."""
+    return {role: settings.lora.r for role in TRAIN_ROLES if settings.lora.enabled}
+
+
+def _gloo_staging(
+    parts: list[str], settings: RunSettings, shapes: dict[str, RoleShape], n: int, e: int, start: gloo_staging.Pool
+) -> dict[str, float]:
+    """Ranks sharing a GPU (gloo): the pinned pool the PPO step's collectives leave, after each part, from `start`."""
     zero = {role: role_stage(getattr(settings.zero, role)) for role in settings.roles}
-    lora_r = {role: settings.lora.r for role in TRAIN_ROLES if settings.lora.enabled}
-    return gloo_staging.staging_pool(parts, shapes, zero, TRAINED, lora_r, n, e)
+    return gloo_staging.staging_pool(parts, shapes, zero, TRAINED, _lora_r(settings), n, e, start)
 
 
 def fast_read_staging(settings: RunSettings, target: Target) -> float:

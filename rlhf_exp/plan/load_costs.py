@@ -95,6 +95,13 @@ def zero3_init(ctx: LoadContext) -> Cost:
     return part.plus(gathered).plus(RankMemory(host_mapped=shape.checkpoint_bytes)).plus(driver), part
 
 
+def reads_fast(cost: Callable[[LoadContext], Cost], ctx: LoadContext) -> bool:
+    """Whether this rank's load goes through fast_read onto its GPU (direct's path), which hands torch's cached pinned
+    blocks back as it ends (fast_read.release_pinned_cache)."""
+    direct_path = cost is direct or (cost is rank0_broadcast and ctx.local_rank == 0)
+    return direct_path and ctx.on_gpu and bool(ctx.staging_bytes)
+
+
 def of_loader(name: str) -> Callable[[LoadContext], Cost]:
     """The plan cost of loader `name`: this module's function of that name (tests/unit/test_formulas.py checks that
     every declared loader has one)."""

@@ -320,8 +320,40 @@ def test_ranks_sharing_a_gpu_pin_zero2s_gradient_bucket_and_the_gather_of_its_up
     def extra(part: str) -> float:
         return stage(gloo, f"ppo1.{part}").rank_rise_gib - stage(nccl, f"ppo1.{part}").rank_rise_gib
 
-    assert extra("generate") == pytest.approx(0.0, abs=1e-9)  # ZeRO-2 gathers nothing to generate
+    assert extra("score") == pytest.approx(extra("generate"), abs=1e-9)  # ZeRO-2 gathers nothing to generate or score
     bucket, partition = pow2(actor.trainable * 2), pow2(actor.trainable * 2 / ranks)
     assert (bucket, partition) == (256 * 2**20, 64 * 2**20)
-    assert extra("train_actor") == pytest.approx((bucket + (ranks + 1) * partition) / GIB, abs=1e-3)
+    step = extra("train_actor") - extra("generate")
+    assert step == pytest.approx((bucket + (ranks + 1) * partition) / GIB, abs=1e-3)
     assert extra("train_critic") >= extra("train_actor")  # the pool keeps the actor's blocks
+
+
+def test_a_replicated_engines_broadcast_pins_a_block_per_parameter_size_until_a_fast_read_load_empties_the_pool() -> None:
+    """deepspeed.initialize broadcasts a ZeRO-0/1/2 model from rank 0; under gloo each parameter size's class keeps one
+    pinned block (gloo_staging.broadcast_classes: llama-1.3b with LoRA r128, 0.167 GiB measured, 0.1665 by the rule).
+    direct's fast_read load hands the cached blocks back as it ends; ref's copy on the GPU does not."""
+    from rlhf_exp.plan.formulas import CUDA_RUNTIME_HOST, GLOO_RUNTIME_HOST
+    from rlhf_exp.plan.gloo_staging import broadcast_classes, pool_bytes
+
+    ranks = 4
+    own = compose_settings(f"gpus={ranks}", "zero=stage2", "loader=direct", "lora=r128")
+    shared = compose_settings(f"gpus={ranks}", "zero=stage2", "loader=direct", "lora=r128", "share_gpus=true")
+    one_gpu = local_target(shared, "cuda", 1000 * GIB, 1000 * GIB, 80 * GIB, 1)
+    actor = {"hidden": 2048, "intermediate": 5504, "vocab": 32000, "kv_width": 2048}
+    critic = {"hidden": 1024, "intermediate": 2816, "vocab": 32000, "kv_width": 1024}
+    shapes = {role: replace(shape, **(actor if role in ("actor", "ref") else critic)) for role, shape in SHAPES.items()}
+    assert pool_bytes(broadcast_classes(shapes["actor"], 128, 2)) / GIB == pytest.approx(0.1665, abs=1e-4)
+    assert pool_bytes(broadcast_classes(shapes["critic"], 128, 2)) / GIB == pytest.approx(0.0735, abs=1e-4)
+    nccl = make_plan(own, "direct", shapes, on("cuda", own), BASE)
+    gloo = make_plan(shared, "direct", shapes, one_gpu, BASE)
+
+    def extra(name: str) -> float:
+        return stage(gloo, name).rank_rise_gib - stage(nccl, name).rank_rise_gib
+
+    runtime = (GLOO_RUNTIME_HOST - CUDA_RUNTIME_HOST) / GIB
+    actor_pool = pool_bytes(broadcast_classes(shapes["actor"], 128, 2)) / GIB
+    assert extra("actor.init") == pytest.approx(runtime + actor_pool, abs=1e-3)
+    assert extra("ref.init") == pytest.approx(extra("actor.init"), abs=1e-3)  # the ref's sizes: the actor's blocks serve
+    assert extra("critic.load") == pytest.approx(extra("actor.init"), abs=1e-3)  # held while the load runs, then freed
+    critic_pool = pool_bytes(broadcast_classes(shapes["critic"], 128, 2)) / GIB  # after the critic's load emptied it
+    assert extra("critic.init") == pytest.approx(runtime + critic_pool, abs=1e-3)
