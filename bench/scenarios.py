@@ -95,6 +95,8 @@ SCENARIOS: dict[str, Scenario] = {
                 # the engine alone: at 13B (--size small=llama-13b) eight ranks' training steps do not fit one GPU,
                 # each holding the actor's gathered linear weights for the backward (ppo_costs.gathered_linear_weights)
                 Run("shared-zero3-engine", ("zero3_init",), (*SHARED, "zero=stage3")),
+                # and with DeepSpeed's memory-efficient linear, which holds none: the 13B pair's step fits one H200
+                Run("shared-zero3-lean", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1", "train.memory_efficient_linear=true")),
             ),
             table=plan_check.table,
         ),

@@ -32,7 +32,7 @@ def _batch_keys(settings: RunSettings, world_size: int) -> dict[str, int]:
     }
 
 
-def _train_config(zero: RoleZero) -> dict[str, Any]:
+def _train_config(zero: RoleZero, memory_efficient_linear: bool) -> dict[str, Any]:
     device = "cpu" if zero.offload else "none"
     return {
         "steps_per_print": 10,
@@ -44,7 +44,7 @@ def _train_config(zero: RoleZero) -> dict[str, Any]:
             "stage3_param_persistence_threshold": 1e4,
             "stage3_max_live_parameters": STAGE3_BUCKET,
             "stage3_prefetch_bucket_size": STAGE3_BUCKET,
-            "memory_efficient_linear": False,
+            "memory_efficient_linear": memory_efficient_linear,  # DeepSpeed-Chat: False
         },
         "gradient_clipping": 1.0,
         "prescale_gradients": False,
@@ -84,7 +84,8 @@ def role_ds_config(settings: RunSettings, role: str, world_size: int) -> dict[st
     batch = _batch_keys(settings, world_size)
     if zero.config_file:
         return _user_config(zero.config_file, batch)
-    cfg = _train_config(zero) if role in TRAIN_ROLES else _eval_config(zero)
+    train = role in TRAIN_ROLES
+    cfg = _train_config(zero, settings.train.memory_efficient_linear) if train else _eval_config(zero)
     if settings.dtype in _PRECISION:
         key, value = _PRECISION[settings.dtype]
         cfg[key] = value

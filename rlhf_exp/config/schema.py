@@ -143,6 +143,7 @@ class TrainSettings(Strict):
     lr: float = Field(gt=0)
     weight_decay: float = Field(ge=0)
     optimizer_states_at_init: bool = False  # DeepSpeed 0.9's timing: ZeRO-1/2 Adam states at deepspeed.initialize
+    memory_efficient_linear: bool = False  # the train roles' ZeRO-3 backward: DeepSpeed-Chat's off, DeepSpeed's on
 
 
 class PpoSettings(Strict):

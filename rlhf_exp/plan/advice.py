@@ -1,4 +1,5 @@
-"""What would fit when a plan does not: the same job with ZeRO-3, with offload, or spread over more nodes.
+"""What would fit when a plan does not: the same job with ZeRO-3 (and, at several ranks, DeepSpeed's memory-efficient
+linear, which keeps no gathered weight for the backward), with offload, or spread over more nodes.
 
 Each alternative is planned with the same formulas on the same machine; the first loader (auto's order) that
 fits it is named, with the overrides that select it.
@@ -28,10 +29,18 @@ def _zero(settings: RunSettings, stage: int, offload: bool) -> RunSettings:
     return settings.model_copy(update={"zero": zero})
 
 
+def _lean_linear(settings: RunSettings) -> RunSettings:
+    return settings.model_copy(update={"train": settings.train.model_copy(update={"memory_efficient_linear": True})})
+
+
 def _candidates(settings: RunSettings, target: Target) -> list[tuple[str, RunSettings, Target]]:
     out = []
-    if not settings.all_roles_stage3():
-        out.append(("zero=stage3", _zero(settings, 3, False), target))
+    stage3 = settings if settings.all_roles_stage3() else _zero(settings, 3, False)
+    if stage3 is not settings:
+        out.append(("zero=stage3", stage3, target))
+    if settings.gpus > 1 and not settings.train.memory_efficient_linear:  # ZeRO-3's training step at N > 1
+        lean = "train.memory_efficient_linear=true"
+        out.append((lean if stage3 is settings else f"zero=stage3 {lean}", _lean_linear(stage3), target))
     out.append(("zero=stage3_offload", _zero(settings, 3, True), target))
     if not target.read_here and target.ranks_per_node > 1:  # the same ranks over twice the nodes: half the host each
         nodes = settings.gpus // (target.ranks_per_node // 2)

@@ -235,6 +235,25 @@ def test_zero3_with_memory_efficient_linear_on_holds_no_gathered_weight_for_the_
     assert step < 2 * gathered_linear_weights(WIDE)
 
 
+def test_train_memory_efficient_linear_sets_deepspeeds_key_for_the_train_roles_and_the_plan_drops_the_held_weights() -> None:
+    """train.memory_efficient_linear=true: the train roles' DeepSpeed config has it on (DeepSpeed-Chat's off stays the
+    default), and the 8-rank ZeRO-3 training step no longer holds the gathered linear weights."""
+    from rlhf_exp.config.deepspeed import role_ds_config
+    from rlhf_exp.plan.ppo_costs import gathered_linear_weights, ppo_costs
+
+    job = ("gpus=8", "zero=stage3", "loader=zero3_init")
+    chat, lean = compose_settings(*job), compose_settings(*job, "train.memory_efficient_linear=true")
+    for settings, on in ((chat, False), (lean, True)):
+        for role, expected in (("actor", on), ("critic", on), ("ref", False), ("reward", False)):
+            assert role_ds_config(settings, role, 8)["zero_optimization"]["memory_efficient_linear"] is expected
+    shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}
+    held, freed = (
+        {p: t for p, t, _ in ppo_costs(settings, shapes, 8, on_gpu=True)}["train_actor"].gpu for settings in (chat, lean)
+    )
+    # the backward's peak held the gathered weights (2 bytes each) on top of what the step itself peaks at
+    assert held - freed > gathered_linear_weights(WIDE)
+
+
 def test_a_plan_with_ppo_steps_ends_with_the_first_steps_parts() -> None:
     settings = compose_settings("gpus=1")
     shapes = {role: WIDE for role in ("actor", "ref", "critic", "reward")}

@@ -10,7 +10,7 @@ from rlhf_exp.config.units import GIB
 from rlhf_exp.plan.advice import alternatives
 from rlhf_exp.plan.fit import GPU_WITH_ERROR, all_plans, choose, first_misfit, gpu_fit_need, usable_loaders
 from rlhf_exp.plan.inputs import role_shapes
-from rlhf_exp.plan.machine import declared_target
+from rlhf_exp.plan.machine import declared_target, local_target
 from rlhf_exp.plan.terms import RankBase
 
 BASE = RankBase(rss=0.5 * GIB, private=0.3 * GIB)  # a rank before any model, as plan.inputs.probe_rank_base measures it
@@ -53,6 +53,20 @@ def test_issue_529_node_naive_fails_at_actor_load_and_the_advice_names_what_fits
     fits = [a for a in advice if a.loader]
     assert fits and all(a.gpu_need_gib * GIB <= target.gpu_bytes and a.node_peak_gib <= have for a in fits)
     assert any(a.overrides.startswith("zero=stage3") for a in fits)
+
+
+def test_at_several_ranks_the_advice_offers_zero3_with_deepspeeds_memory_efficient_linear() -> None:
+    """13B/7B at 8 ranks sharing one H200 under ZeRO-3: DeepSpeed-Chat's memory_efficient_linear=false holds the
+    gathered linear weights for the backward (8 x 37 GiB at train_actor); with it on the step fits the card."""
+    settings = compose_settings("model=llama-13b", "lora=r128", "zero=stage3", "gpus=8", "loader=zero3_init", "share_gpus=true")
+    target = local_target(settings, "cuda", 125 * GIB, 120 * GIB, 139.8 * GIB, 1)  # the H200 this project is lent
+    assert target.ranks_per_gpu == 8
+    plans = all_plans(settings, role_shapes(settings, {}), target, BASE)
+    stage, memory, _, _ = first_misfit(plans["zero3_init"], target)
+    assert (stage, memory) == ("ppo1.train_actor", "GPU")
+    advice = {a.overrides.split(" loader=")[0]: a for a in alternatives(settings, role_shapes(settings, {}), target, BASE)}
+    lean = advice["train.memory_efficient_linear=true"]
+    assert lean.loader is not None and lean.gpu_need_gib * 8 <= target.gpu_bytes / GIB
 
 
 def test_a_card_that_holds_the_plan_but_not_its_error_is_refused_at_the_stage_the_error_fills() -> None:
