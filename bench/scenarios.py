@@ -27,6 +27,7 @@ GPU = {"device": "cuda", "timeout": "900"}
 CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ranks": "2", "tokens": "8"}
 ZERO2 = ("gpus=1", "lora=r128", "device={device}", "job_timeout_s={timeout}")
 SHARED = ("gpus={ranks}", "share_gpus=true", "model={small}", "lora=r128", "device={device}", "job_timeout_s={timeout}")
+LEAN_LINEAR = "train.memory_efficient_linear=true"  # DeepSpeed's ZeRO-3 linear: no gathered weight held for the backward
 EVERY_LOADER = ("naive", "staggered", "low_mem", "rank0_broadcast", "direct")
 # the seed's PPO workload (DeepSpeedExamples 529): micro batch {batch}, prompt and answer {tokens} tokens each
 SEED_PPO = (
@@ -96,7 +97,7 @@ SCENARIOS: dict[str, Scenario] = {
                 # each holding the actor's gathered linear weights for the backward (ppo_costs.gathered_linear_weights)
                 Run("shared-zero3-engine", ("zero3_init",), (*SHARED, "zero=stage3")),
                 # and with DeepSpeed's memory-efficient linear, which holds none: the 13B pair's step fits one H200
-                Run("shared-zero3-lean", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1", "train.memory_efficient_linear=true")),
+                Run("shared-zero3-lean", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1", LEAN_LINEAR)),
             ),
             table=plan_check.table,
         ),
