@@ -113,11 +113,11 @@ def print_report(doc: dict[str, Any], target: Target) -> None:
     if miss:
         fits = [o for o, v in doc["loaders"].items() if v["fits"]]
         console.print(f"loaders that fit: {', '.join(fits) or 'none'}")
+        width = max((len(alt["overrides"]) for alt in doc["alternatives"]), default=0)
         for alt in doc["alternatives"]:
             state = "fits" if alt["loader"] else "does not fit either"
-            console.print(
-                f"  {alt['overrides']:48s} {state}: node peak {alt['node_peak_gib']:.1f} GiB, GPU {alt['gpu_need_gib']:.1f} GiB"
-            )
+            figures = f"node peak {alt['node_peak_gib']:.1f} GiB, GPU {alt['gpu_need_gib']:.1f} GiB"
+            console.print(f"  {alt['overrides']:{width}s} {state}: {figures}")
 
 
 def main(overrides: list[str]) -> int:
