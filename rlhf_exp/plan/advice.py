@@ -35,12 +35,13 @@ def _lean_linear(settings: RunSettings) -> RunSettings:
 
 def _candidates(settings: RunSettings, target: Target) -> list[tuple[str, RunSettings, Target]]:
     out = []
-    stage3 = settings if settings.all_roles_stage3() else _zero(settings, 3, False)
-    if stage3 is not settings:
+    already = settings.all_roles_stage3()
+    stage3 = settings if already else _zero(settings, 3, False)
+    if not already:
         out.append(("zero=stage3", stage3, target))
     if settings.gpus > 1 and not settings.train.memory_efficient_linear:  # ZeRO-3's training step at N > 1
         lean = "train.memory_efficient_linear=true"
-        out.append((lean if stage3 is settings else f"zero=stage3 {lean}", _lean_linear(stage3), target))
+        out.append((lean if already else f"zero=stage3 {lean}", _lean_linear(stage3), target))
     out.append(("zero=stage3_offload", _zero(settings, 3, True), target))
     if not target.read_here and target.ranks_per_node > 1:  # the same ranks over twice the nodes: half the host each
         nodes = settings.gpus // (target.ranks_per_node // 2)

@@ -104,8 +104,8 @@ def staging_pool(
     classes: Pool = dict(start or {})
     pool: dict[str, float] = {}
 
-    def need(size: int, blocks: int) -> None:
-        classes.update(merged(classes, {size: blocks}))
+    def need(size: int, blocks: int) -> None:  # a free block of its class serves a request: the most at once counts
+        classes[size] = max(classes.get(size, 0), blocks)
 
     for part in parts:
         for role in sorted(r for r, stage in zero.items() if stage == 3):
