@@ -26,6 +26,7 @@ class RankMemoryNow:
     rss_file: int = 0
     rss_shmem: int = 0  # RssShmem: shared memory in the RSS (not Pss_Anon, yet in the node's used memory)
     rchar: int = 0  # bytes read by read() syscalls so far
+    heap_free: int | None = None  # glibc's arenas: freed bytes the allocator keeps for reuse (counted in Pss_Anon)
     cuda_allocated: int | None = None
     cuda_reserved: int | None = None
     cuda_peak_allocated: int | None = None

@@ -21,7 +21,7 @@ from rlhf_exp.config.units import gib
 from rlhf_exp.job.device import resolve_device
 from rlhf_exp.job.emulate import check_host_cap
 from rlhf_exp.jobdir import JobDir, JobSpec
-from rlhf_exp.memory.kernel import release_freed_heap
+from rlhf_exp.memory.heap import release_freed_heap
 from rlhf_exp.plan.fit import choose, first_misfit
 from rlhf_exp.plan.inputs import rank_base
 from rlhf_exp.plan.pipeline import plan_settings

@@ -15,7 +15,7 @@ from torch import nn
 
 from rlhf_exp.loaders.base import LoadRequest, node_local_rank, node_world_size
 from rlhf_exp.loaders.naive import load_naive
-from rlhf_exp.memory.kernel import release_freed_heap
+from rlhf_exp.memory.heap import release_freed_heap
 
 
 def load_staggered(request: LoadRequest) -> nn.Module:

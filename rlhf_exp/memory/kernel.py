@@ -8,7 +8,6 @@ MemTotal - MemAvailable and the cgroup's own usage counter.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import re
 from pathlib import Path
@@ -55,15 +54,6 @@ def process_smaps(pid: int | str = "self") -> dict[str, int]:
 def uss_bytes(smaps: dict[str, int]) -> int:
     """Unique set size: pages mapped by this process only (what psutil calls uss)."""
     return smaps.get("Private_Clean", 0) + smaps.get("Private_Dirty", 0)
-
-
-def release_freed_heap() -> None:
-    """Hand freed heap back to the kernel: glibc keeps freed pages in its arenas (one per thread that allocated),
-    where the node still counts them as used until some later trim."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        pass
 
 
 def reset_peak_rss(pid: int | str = "self") -> bool:

@@ -44,7 +44,9 @@ PPO (ppo_costs.py): KV cache, logits, activations, gradients and Adam; on GPU ra
 and what the engine stages left in glibc's arenas (HEAP_KEPT of the largest host rise; NODE_KEPT_FP32 more,
 outside the rank, after naive's fp32 models); on GPU ranks sharing a GPU (gloo), the step's collectives (ZeRO-3's
 gathers, the gradient reduces, ZeRO-1/2's gather of the updated weights) staged through torch's pinned host pool
-(gloo_staging.py), held from the part that grows it, on top of the engine's blocks.
+(gloo_staging.py), held from the part that grows it, on top of the engine's blocks; on CPU ranks under ZeRO-3 at
+N > 1, gloo gathers through a copy (CPU_GATHER_COPIES) and glibc's arenas keep the heap's high-water: each part
+rises only by what it needs beyond what the parts before it left there.
 
 A rank's planned peak in a stage = base RSS (a probe process that imported the rank's libraries and, on GPU,
 made a CUDA context: plan.inputs.probe_rank_base) + what it holds from earlier stages + the stage's transient.
@@ -267,7 +269,16 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         engine_pool = max(pools, key=gloo_staging.pool_bytes)  # the PPO step's blocks join the engine's
         pinned = _gloo_staging([part for part, _, _ in steps], settings, shapes, n, e, engine_pool) if gloo else {}
         pinned_before = gloo_staging.pool_bytes(engine_pool)
+        # CPU ranks under ZeRO-3 at N > 1: glibc's arenas serve the gathers and keep the heap's high-water after them
+        # (memory/heap.py), and each later part draws from that first: medium pair at 4 ranks, heap_free 0.23-0.26 GiB
+        # after generate and 0.31-0.34 after train_actor (rank events, 2026-12-06)
+        arenas_keep = not on_gpu and n > 1 and any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles)
+        arena = 0.0
         for part, transient, after in steps:
+            if arenas_keep:
+                grown = max(0.0, transient.host_private - arena)
+                transient = replace(transient, host_private=grown)
+                after, arena = after.plus(RankMemory(host_private=grown)), arena + grown
             if pinned:  # the pinned pool grows by this part's new blocks and keeps them
                 grown = RankMemory(host_private=pinned[part] - pinned_before)
                 transient, after, pinned_before = transient.plus(grown), after.plus(grown), pinned[part]

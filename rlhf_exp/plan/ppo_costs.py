@@ -6,7 +6,8 @@ Where a term lands: the GPU on CUDA, private host memory on CPU (the host is the
 
 generate      the KV cache 2 L b s kv e, plus the prefill's activations of one layer
 score         actor and ref logits b s V e held together, then the fp32 copy and log-softmax of one (2 x 4 b s V)
-              (under ZeRO-3 at N > 1 every forward also holds its gathers in flight, e (2 V h + prefetch bucket))
+              (under ZeRO-3 at N > 1 every forward also holds its gathers in flight, e (2 V h + prefetch bucket),
+              twice on CPU ranks: gloo's all-gather of CPU tensors goes through a temporary of its output)
 train_actor   saved activations L b s (ACT_H h + ACT_I i) e (LoRA's dropout copies included), the logits and their
               fp32 log-softmax and its gradient (e + 3 x 4 bytes per b s V), the gradients of the trainable parameters
               (e T, 4T/N fp32 under ZeRO >= 2, 4T otherwise), ZeRO-1/2's two gradient buckets on a GPU (2 x
@@ -36,6 +37,9 @@ ACT_I = 2.2  # train_actor, 75.9 planned; short sequences (h200-7b-zero2, 32 tok
 # H200 with direct at gpus=1 (h200-7b-zero2: VmHWM rise 0.69 / 0.77 / 1.01 GiB, less CUDA_RUNTIME_HOST)
 PPO_HOST_GIB = {"generate": 0.45, "score": 0.5, "train_actor": 0.75, "train_critic": 0.75}
 PPO_HOST_PER_TOKEN = 128 << 10  # and more with the batch's tokens: +0.5 GiB at 4 x 1024 tokens (h200-7b-ppo-long)
+# gloo's all_gather_into_tensor on CPU tensors gathers into a temporary of the output's size and copies it out: a
+# 100 MB bf16 gather at 4 CPU ranks raised VmHWM 97.5 MB above the output (torchrun, 2026-12-06)
+CPU_GATHER_COPIES = 2
 ADAM_BYTES = 8  # m and v, fp32
 IPG_BUFFERS = 2  # config/deepspeed.py sets overlap_comm: a second bucket to reduce one while the other fills
 FP32 = 4
@@ -134,7 +138,8 @@ def ppo_costs(
         actor_step = actor_step.larger(_backward_holding_gathered(settings, "actor", actor, e, tokens, actor.vocab, on_gpu))
         critic_step = critic_step.larger(_backward_holding_gathered(settings, "critic", critic, e, tokens, 1, on_gpu))
     # and the gathers in flight of each ZeRO-3 role running its forward (scoring runs the four one after another)
-    gathers = {role: zero3_gathers(settings, role, shapes[role], e) if n > 1 else 0.0 for role in settings.roles}
+    copies = 1 if on_gpu else CPU_GATHER_COPIES
+    gathers = {role: copies * zero3_gathers(settings, role, shapes[role], e) if n > 1 else 0.0 for role in settings.roles}
     actor_step = actor_step.plus(_place(gathers["actor"], on_gpu))
     critic_step = critic_step.plus(_place(gathers["critic"], on_gpu))
     parts = [

@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from rlhf_exp.config.schema import FaultSettings
 from rlhf_exp.jobdir import JobDir
-from rlhf_exp.memory import gpu, gpu_history, kernel
+from rlhf_exp.memory import gpu, gpu_history, heap, kernel
 from rlhf_exp.records import Event, EventKind, RankMemoryNow, json_line
 
 TIMEOUT_RE = re.compile(r"tim(ed|e)[ _-]?out", re.IGNORECASE)
@@ -57,7 +57,7 @@ class StageRecorder:
         self._fh.flush()
 
     def memory(self) -> RankMemoryNow:
-        """This rank's memory now: kernel figures in bytes, plus CUDA/NVML where a GPU is used."""
+        """This rank's memory now: kernel figures in bytes, glibc's kept heap, plus CUDA/NVML where a GPU is used."""
         status = kernel.process_status()
         smaps = kernel.process_smaps()
         nvml_used = self.nvml.used_bytes(self.nvml_index) if self.nvml is not None and self.nvml_index is not None else None
@@ -69,6 +69,7 @@ class StageRecorder:
             rss_file=status.get("RssFile", 0),
             rss_shmem=status.get("RssShmem", 0),
             rchar=kernel.read_chars(),
+            heap_free=heap.free_bytes(),
             nvml_used=nvml_used,
             **gpu.cuda_stats(self.device),
         )

@@ -33,6 +33,7 @@ class RankRecord:
     rss_file_peak_gib: float | None = measured("RssFile peak", "GiB")  # libraries' pages and the checkpoint's mapped
     rss_shmem_end_gib: float | None = measured("RssShmem at end", "GiB")  # shared memory: /dev/shm, NCCL's shm transport
     read_gib: float | None = measured("read()", "GiB")  # bytes read by read() syscalls: a private copy
+    heap_free_end_gib: float | None = measured("heap kept at end", "GiB")  # freed, held by glibc's arenas (in Pss_Anon)
     cuda_allocated_gib: float | None = measured("CUDA allocated", "GiB")
     cuda_reserved_gib: float | None = measured("CUDA reserved", "GiB")
     cuda_peak_allocated_gib: float | None = measured("CUDA peak allocated", "GiB")
@@ -80,6 +81,7 @@ class StageRecord:
     )
     rank_uss_end_max_gib: float | None = measured("rank USS", "GiB", table="the largest rank's unique memory at the stage's end")
     rank_rss_file_peak_max_gib: float | None = measured("rank RssFile max", "GiB")
+    rank_heap_free_end_max_gib: float | None = measured("rank heap kept", "GiB")  # glibc's freed-but-kept, largest rank
     gpu_cuda_peak_allocated_gib: float | None = measured(
         "GPU peak alloc", "GiB", table="torch's peak allocated GPU memory on the largest rank", summary=True
     )

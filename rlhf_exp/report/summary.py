@@ -46,6 +46,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
         rss_file_peak_gib=gib(rss_file_peak),
         rss_shmem_end_gib=gib(last.rss_shmem),
         read_gib=gib(last.rchar - first.rchar),
+        heap_free_end_gib=gib(last.heap_free) if last.heap_free is not None else None,
     )
     for key in RANK_GPU_FIGURES:
         if getattr(last, key) is not None:
@@ -86,6 +87,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         pss_anon_sum_peak_gib=gib(_max([*pss_sums, sum(ev.memory.pss_anon for ev in window.closes.values() if ev.memory)])),
         rank_uss_end_max_gib=_max([r.uss_end_gib for r in ranks]),
         rank_rss_file_peak_max_gib=_max([r.rss_file_peak_gib for r in ranks]),
+        rank_heap_free_end_max_gib=_max([r.heap_free_end_gib for r in ranks]),
         gpu_cuda_peak_allocated_gib=_max([r.cuda_peak_allocated_gib for r in ranks]),
         gpu_cuda_reserved_gib=_max([r.cuda_reserved_gib for r in ranks]),
         gpu_nvml_used_gib=_max([r.nvml_used_gib for r in ranks]),

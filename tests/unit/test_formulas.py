@@ -376,3 +376,26 @@ def test_a_replicated_engines_broadcast_pins_a_block_per_parameter_size_until_a_
     assert extra("critic.load") == pytest.approx(extra("actor.init"), abs=1e-3)  # held while the load runs, then freed
     critic_pool = pool_bytes(broadcast_classes(shapes["critic"], 128, 2)) / GIB  # after the critic's load emptied it
     assert extra("critic.init") == pytest.approx(runtime + critic_pool, abs=1e-3)
+
+
+def test_cpu_ranks_under_zero3_gather_through_a_copy_and_keep_the_heaps_high_water_for_later_parts() -> None:
+    """On CPU ranks gloo gathers into a temporary and glibc's arenas keep what the gathers freed: generate's host rise
+    is twice the gathers and stays; a later part rises only by what it needs beyond what the arenas kept."""
+    from rlhf_exp.plan.ppo_costs import CPU_GATHER_COPIES, ppo_costs, zero3_gathers
+
+    settings = compose_settings("gpus=4", "zero=stage3", "loader=zero3_init", "ppo.steps=1")
+    widths = {"layers": 8, "hidden": 768, "intermediate": 2048, "vocab": 32000, "kv_width": 768}
+    shapes = {role: replace(shape, **widths) for role, shape in SHAPES.items()}
+    parts = {p: (t, after) for p, t, after in ppo_costs(settings, shapes, 4, on_gpu=False)}
+    on_card = {p: t for p, t, _ in ppo_costs(settings, shapes, 4, on_gpu=True)}
+    gathers = zero3_gathers(settings, "actor", shapes["actor"], 2)
+    assert CPU_GATHER_COPIES == 2  # generate's KV cache and prefill as on a GPU, the gathers twice
+    assert parts["generate"][0].host_private - on_card["generate"].gpu == pytest.approx(gathers)
+    plan = make_plan(settings, "zero3_init", shapes, on("cpu", settings), BASE)
+    rise = {p: stage(plan, f"ppo1.{p}").rank_rise_gib for p in ("generate", "score", "train_actor", "train_critic")}
+    t = {p: parts[p][0].host_private for p in parts}
+    # each part rises by what it needs beyond the heap the parts before it left, not by its whole transient
+    assert rise["score"] - rise["generate"] == pytest.approx(gib(max(0.0, t["score"] - t["generate"])), abs=2e-3)
+    kept = max(t["generate"], t["score"])
+    assert t["train_actor"] > kept
+    assert rise["train_actor"] - rise["score"] == pytest.approx(gib(t["train_actor"] - kept), abs=2e-3)
