@@ -22,7 +22,7 @@ from rlhf_exp.job.device import resolve_device
 from rlhf_exp.job.emulate import check_host_cap
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory.heap import release_freed_heap
-from rlhf_exp.plan.fit import choose, first_misfit
+from rlhf_exp.plan.fit import Misfit, choose, first_misfit
 from rlhf_exp.plan.inputs import rank_base
 from rlhf_exp.plan.pipeline import plan_settings
 from rlhf_exp.plan.terms import plan_stages
@@ -80,7 +80,7 @@ def plan_verdict(plan: dict[str, Any]) -> str:
         gpu = max(st.gpu_need_gib for st in stages) * per_gpu
         share = f" ({per_gpu} ranks)" if per_gpu > 1 else ""
         room += f", GPU {gpu:.2f} GiB of {plan['capacity_gpu_gib']:.1f} GiB per GPU{share}"
-    verdict = "fits" if plan["fits"] else f"does not fit at {plan['first_misfit']['stage']} (plan.fit_check=false)"
+    verdict = "fits" if plan["fits"] else f"{Misfit(**plan['first_misfit']).describe()} (plan.fit_check=false)"
     return f"plan: loader={plan['loader']}, {room}: {verdict}"
 
 

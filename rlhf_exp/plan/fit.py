@@ -24,7 +24,8 @@ class Misfit(NamedTuple):
     capacity_gib: float
 
     def describe(self) -> str:
-        return f"does not fit at {self.stage} ({self.memory} {self.need_gib:.2f} of {self.capacity_gib:.2f} GiB)"
+        """The verdict as every report prints it: 'does not fit at ppo1.train_actor (GPU: 79.60 of 79.15 GiB)'."""
+        return f"does not fit at {self.stage} ({self.memory}: {self.need_gib:.2f} of {self.capacity_gib:.2f} GiB)"
 
 
 def gpu_fit_need(stage: StagePlan) -> float:
