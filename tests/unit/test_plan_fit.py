@@ -137,7 +137,8 @@ def test_the_console_verdict_shows_the_gpu_figure_the_fit_check_compares() -> No
     assert shared == expected + ": fits"
     misfit = {"stage": "ppo1.train_actor", "memory": "GPU", "need_gib": 141.2, "capacity_gib": 140.4}
     alone = plan_verdict({**plan, "machine": {"ranks_per_gpu": 1}, "fits": False, "first_misfit": misfit})
-    assert alone.endswith("GPU 15.35 GiB of 140.4 GiB per GPU: does not fit at ppo1.train_actor (GPU: 141.20 of 140.40 GiB) (plan.fit_check=false)")
+    verdict = "does not fit at ppo1.train_actor (GPU: 141.20 of 140.40 GiB) (plan.fit_check=false)"
+    assert alone.endswith(f"GPU 15.35 GiB of 140.4 GiB per GPU: {verdict}")
 
 
 def test_deepspeed_09s_timing_moves_zero2_adam_states_from_the_first_step_to_init() -> None:
