@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from bench.scenario import Context
+from bench.tools import verdicts
 from rlhf_exp.plan.compare import GPU_REL_TOL, HOST_ABS_TOL_GIB, HOST_REL_TOL, compare
 
 
@@ -85,8 +86,13 @@ def check(folders: list[Path], replan_plans: bool = False) -> str:
 
 
 def table(ctx: Context) -> str:
+    """Every job that wrote a result, a failed one's stages up to its failure with where its plan said it would fail."""
     text = TOLERANCE
-    for job in ctx.completed():
-        text += f"run {job.run}: " + job_table(job.result) + "\n"
-    failed = [f"{j.run}/{j.label}" for j in ctx.jobs if j not in ctx.completed()]
-    return text + (f"not completed: {', '.join(failed)}\n" if failed else "")
+    for job in ctx.jobs:
+        if job.result:
+            text += f"run {job.run}: " + job_table(job.result) + "\n"
+            if job.result["status"] != "completed":
+                where, reason = verdicts.ended(job.result)
+                text += f"{where} ({reason}); the plan: {verdicts.plan_says(job.result)}\n\n"
+    missing = [f"{j.run}/{j.label}" for j in ctx.jobs if not j.result]
+    return text + (f"no result.json: {', '.join(missing)}\n" if missing else "")
