@@ -25,15 +25,14 @@ def _libc() -> ctypes.CDLL | None:
 
 
 _LIBC = _libc()
+_MALLINFO2 = getattr(_LIBC, "mallinfo2", None)  # glibc >= 2.33
+if _MALLINFO2 is not None:
+    _MALLINFO2.restype = _Mallinfo2
 
 
 def free_bytes() -> int | None:
     """Bytes free in the arenas, held by the allocator for reuse (mallinfo2's fordblks); None where not glibc >= 2.33."""
-    mallinfo2 = getattr(_LIBC, "mallinfo2", None)
-    if mallinfo2 is None:
-        return None
-    mallinfo2.restype = _Mallinfo2
-    return int(mallinfo2().fordblks)
+    return int(_MALLINFO2().fordblks) if _MALLINFO2 is not None else None
 
 
 def release_freed_heap() -> None:

@@ -275,10 +275,10 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         arenas_keep = not on_gpu and n > 1 and any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles)
         arena = 0.0
         for part, transient, after in steps:
-            if arenas_keep:
-                grown = max(0.0, transient.host_private - arena)
-                transient = replace(transient, host_private=grown)
-                after, arena = after.plus(RankMemory(host_private=grown)), arena + grown
+            if arenas_keep:  # the part takes from the arenas first; only what it needs beyond them is new, and stays
+                beyond = max(0.0, transient.host_private - arena)
+                transient = replace(transient, host_private=beyond)
+                after, arena = after.plus(RankMemory(host_private=beyond)), arena + beyond
             if pinned:  # the pinned pool grows by this part's new blocks and keeps them
                 grown = RankMemory(host_private=pinned[part] - pinned_before)
                 transient, after, pinned_before = transient.plus(grown), after.plus(grown), pinned[part]
