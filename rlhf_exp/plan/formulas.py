@@ -269,23 +269,21 @@ def make_plan(settings: RunSettings, loader: str, shapes: dict[str, RoleShape], 
         engine_pool = max(pools, key=gloo_staging.pool_bytes)  # the PPO step's blocks join the engine's
         pinned = _gloo_staging([part for part, _, _ in steps], settings, shapes, n, e, engine_pool) if gloo else {}
         pinned_before = gloo_staging.pool_bytes(engine_pool)
-        # CPU ranks under ZeRO-3 at N > 1: glibc's arenas serve the gathers and keep the heap's high-water after them
-        # (memory/heap.py), and each later part draws from that first: medium pair at 4 ranks, heap_free 0.23-0.26 GiB
-        # after generate and 0.31-0.34 after train_actor (rank events, 2026-12-06)
-        arenas_keep = not on_gpu and n > 1 and any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles)
-        arena = 0.0
+        # the step's host allocations come out of what glibc's arenas keep first. After naive's fp32 models that is
+        # `kept` (naive at 7B: VmHWM 0.87 GiB above direct's in every PPO part, not the 1.35 kept plus the 0.45-0.75 the
+        # parts take). On CPU ranks under ZeRO-3 at N > 1 the arenas also keep the heap's high-water of the gathers, so
+        # what a part needs beyond them stays (memory/heap.py; medium pair at 4 ranks: heap_free 0.23-0.26 GiB after
+        # generate and 0.31-0.34 after train_actor, cpu-zero3-heap-2026-12-06)
+        arena = kept.host_private if spec.fp32_model else 0.0
+        arena_grows = not on_gpu and n > 1 and any(role_stage(getattr(settings.zero, r)) == 3 for r in settings.roles)
         for part, transient, after in steps:
-            if arenas_keep:  # the part takes from the arenas first; only what it needs beyond them is new, and stays
-                beyond = max(0.0, transient.host_private - arena)
-                transient = replace(transient, host_private=beyond)
-                after, arena = after.plus(RankMemory(host_private=beyond)), arena + beyond
             if pinned:  # the pinned pool grows by this part's new blocks and keeps them
                 grown = RankMemory(host_private=pinned[part] - pinned_before)
                 transient, after, pinned_before = transient.plus(grown), after.plus(grown), pinned[part]
-            # the step's host allocations come out of the arenas' kept memory first (naive at 7B: VmHWM 0.87 GiB above
-            # direct's in every PPO part, not the 1.35 kept plus the 0.45-0.75 the parts take)
-            if spec.fp32_model:
-                transient = replace(transient, host_private=max(0.0, transient.host_private - kept.host_private))
+            beyond = max(0.0, transient.host_private - arena)
+            transient = replace(transient, host_private=beyond)
+            if arena_grows:
+                after, arena = after.plus(RankMemory(host_private=beyond)), arena + beyond
             _add_stage(plan, ppo_stage(1, part), held, [(transient, after)] * local, base, local, on_gpu)
             if part in TRAINED:  # the role's states after its step, whenever they came
                 role = TRAINED[part]
