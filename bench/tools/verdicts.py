@@ -8,12 +8,11 @@ from typing import Any
 from bench.scenario import Context
 from bench.tools import stages
 from bench.tools.tables import markdown
-from rlhf_exp.plan.fit import Misfit
+from rlhf_exp.plan.fit import verdict_of
 
 
 def plan_says(result: dict[str, Any]) -> str:
-    plan = result.get("plan") or {}
-    return "fits" if plan.get("fits", True) else Misfit(**plan["first_misfit"]).describe()
+    return verdict_of((result.get("plan") or {}).get("first_misfit"))
 
 
 def ended(result: dict[str, Any]) -> tuple[str, str | None]:

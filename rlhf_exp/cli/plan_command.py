@@ -91,7 +91,7 @@ def report(
 
 
 def print_report(doc: dict[str, Any], target: Target) -> None:
-    from rlhf_exp.plan.fit import Misfit
+    from rlhf_exp.plan.fit import verdict_of
     from rlhf_exp.plan.terms import plan_stages
 
     console = Console(width=160)
@@ -106,8 +106,10 @@ def print_report(doc: dict[str, Any], target: Target) -> None:
     console.print(table)
     console.print(f"machine: {target.describe()}")
     for other, v in doc["loaders"].items():
-        where = Misfit(**v["first_misfit"]).describe() if v["first_misfit"] else "fits"
-        console.print(f"  {other:16s} node peak {v['node_peak_gib']:8.2f} GiB  GPU {v['gpu_need_peak_gib']:7.2f} GiB  {where}")
+        console.print(
+            f"  {other:16s} node peak {v['node_peak_gib']:8.2f} GiB  GPU {v['gpu_need_peak_gib']:7.2f} GiB  "
+            f"{verdict_of(v['first_misfit'])}"
+        )
     if miss:
         fits = [o for o, v in doc["loaders"].items() if v["fits"]]
         console.print(f"loaders that fit: {', '.join(fits) or 'none'}")

@@ -28,6 +28,11 @@ class Misfit(NamedTuple):
         return f"does not fit at {self.stage} ({self.memory}: {self.need_gib:.2f} of {self.capacity_gib:.2f} GiB)"
 
 
+def verdict_of(first: dict | None) -> str:
+    """A plan record's verdict from its stored `first_misfit` (None where it fits)."""
+    return Misfit(**first).describe() if first else "fits"
+
+
 def gpu_fit_need(stage: StagePlan) -> float:
     """What the fit check asks of a card for one rank at this stage (GiB): what it needs, with the planner's error on
     torch's peak (GPU_PLAN_ERROR) added, so that a plan a little under the measurement still refuses in time."""
