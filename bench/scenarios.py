@@ -2,7 +2,7 @@
 
 Placeholders in a run's overrides: {model} (the pair under test), {small} (a smaller pair), {device}, {ranks}
 (ranks sharing the GPU in the host-memory studies), {timeout} (job_timeout_s), {tokens} (prompt and answer length
-of the long PPO step).
+of the long PPO step), {shared_tokens} (prompt and answer length of the PPO step of ranks sharing the GPU).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ CPU = {"device": "cpu", "timeout": "300", "model": "tiny", "small": "tiny", "ran
 ZERO2 = ("gpus=1", "lora=r128", "device={device}", "job_timeout_s={timeout}")
 SHARED = ("gpus={ranks}", "share_gpus=true", "model={small}", "lora=r128", "device={device}", "job_timeout_s={timeout}")
 LEAN_LINEAR = "train.memory_efficient_linear=true"  # DeepSpeed's ZeRO-3 linear: no gathered weight held for the backward
+SHARED_PPO = ("ppo.steps=1", "ppo.prompt_len={shared_tokens}", "ppo.answer_len={shared_tokens}")
 EVERY_LOADER = ("naive", "staggered", "low_mem", "rank0_broadcast", "direct")
 # the seed's PPO workload (DeepSpeedExamples 529): micro batch {batch}, prompt and answer {tokens} tokens each
 SEED_PPO = (
@@ -74,8 +75,10 @@ SCENARIOS: dict[str, Scenario] = {
             name="plan-vs-measured",
             summary="every stage's planned rank, node and GPU figures against the measured ones: gpus=1 with every "
             "loader (ZeRO-2, ZeRO-3), the PPO step at 512+512 tokens, and 8 ranks sharing the GPU",
-            full={**GPU, "model": "llama-7b", "small": "llama-1.3b", "ranks": "8", "tokens": "512"},
-            dry=CPU,
+            # shared_tokens: the config's default; at 13B, ZeRO-3 gathers every layer through gloo per token (more than
+            # 329 s for 16 + 16 tokens at 8 ranks, plan-vs-measured-2026-12-06-4): --size shared_tokens=4 fits a lease
+            full={**GPU, "model": "llama-7b", "small": "llama-1.3b", "ranks": "8", "tokens": "512", "shared_tokens": "16"},
+            dry={**CPU, "shared_tokens": "8"},
             runs=(
                 Run("zero2", ("naive", "direct", "low_mem", "rank0_broadcast"), (*ZERO2, "model={model}", "ppo.steps=1")),
                 Run("zero3", ("zero3_init", "direct"), (*ZERO2, "model={model}", "zero=stage3", "ppo.steps=1")),
@@ -93,13 +96,13 @@ SCENARIOS: dict[str, Scenario] = {
                 ),  # fmt: skip
                 # every loader, each until it fails where the plan says it does not fit (at 7B and 13B, ZeRO-2's eight
                 # replicas overflow the card, naive's fp32 reads the host: the watchdog stops it)
-                Run("shared-zero2", EVERY_LOADER, (*SHARED, "ppo.steps=1", "plan.fit_check=false")),
-                Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1")),
+                Run("shared-zero2", EVERY_LOADER, (*SHARED, *SHARED_PPO, "plan.fit_check=false")),
+                Run("shared-zero3", ("zero3_init",), (*SHARED, "zero=stage3", *SHARED_PPO)),
                 # the engine alone: at 13B (--size small=llama-13b) eight ranks' training steps do not fit one GPU,
                 # each holding the actor's gathered linear weights for the backward (ppo_costs.gathered_linear_weights)
                 Run("shared-zero3-engine", ("zero3_init",), (*SHARED, "zero=stage3")),
                 # and with DeepSpeed's memory-efficient linear, which holds none: the 13B pair's step fits one H200
-                Run("shared-zero3-lean", ("zero3_init",), (*SHARED, "zero=stage3", "ppo.steps=1", LEAN_LINEAR)),
+                Run("shared-zero3-lean", ("zero3_init",), (*SHARED, "zero=stage3", *SHARED_PPO, LEAN_LINEAR)),
             ),
             table=plan_check.table,
         ),

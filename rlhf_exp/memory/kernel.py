@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 
-def _read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
+def read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
     """Parse 'Name:   123 kB' lines into bytes for the wanted names (missing ones are absent)."""
     out: dict[str, int] = {}
     try:
@@ -30,7 +30,7 @@ def _read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
 def process_status(pid: int | str = "self") -> dict[str, int]:
     """VmHWM (peak RSS since last reset), VmRSS, RssFile (file-backed pages, e.g. a mapped checkpoint) and RssShmem
     (shared memory: /dev/shm segments such as NCCL's shm transport; counted in the node's used memory), bytes."""
-    return _read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile", "RssShmem"))
+    return read_kib_fields(f"/proc/{pid}/status", ("VmHWM", "VmRSS", "RssFile", "RssShmem"))
 
 
 def read_chars(pid: int | str = "self") -> int:
@@ -48,7 +48,7 @@ def read_chars(pid: int | str = "self") -> int:
 def process_smaps(pid: int | str = "self") -> dict[str, int]:
     """Rss, Pss, Pss_Anon, Pss_File, Private_* from smaps_rollup in bytes."""
     fields = ("Rss", "Pss", "Pss_Anon", "Pss_File", "Private_Clean", "Private_Dirty", "Shared_Clean")
-    return _read_kib_fields(f"/proc/{pid}/smaps_rollup", fields)
+    return read_kib_fields(f"/proc/{pid}/smaps_rollup", fields)
 
 
 def uss_bytes(smaps: dict[str, int]) -> int:
@@ -67,12 +67,12 @@ def reset_peak_rss(pid: int | str = "self") -> bool:
 
 def node_used_bytes() -> int:
     """Node-wide memory in use as the kernel sees it: MemTotal - MemAvailable."""
-    info = _read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable"))
+    info = read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable"))
     return info["MemTotal"] - info["MemAvailable"]
 
 
 def node_total_bytes() -> int:
-    return _read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
+    return read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
 
 
 class MemInfo:
