@@ -26,10 +26,18 @@ def test_node_and_cgroup_figures_are_live() -> None:
     assert 0 < used < kernel_memory.node_total_bytes()
     cgroup = kernel_memory.CgroupMemory()
     if cgroup.available:
-        before = cgroup.usage_bytes()
-        block = np.ones(200 * MIB, dtype=np.uint8)
-        assert cgroup.usage_bytes() - before >= 150 * MIB
-        del block
+        # the counter is the whole cgroup's: the suite's other worker moves it too (once by -440 MiB between two
+        # reads), so the 200 MiB block must show above the readings on both sides of it in one of a few tries
+        rises = []
+        for _ in range(5):
+            before = cgroup.usage_bytes()
+            block = np.ones(200 * MIB, dtype=np.uint8)
+            during = cgroup.usage_bytes()
+            del block
+            rises.append(during - max(before, cgroup.usage_bytes()))
+            if rises[-1] >= 150 * MIB:
+                break
+        assert max(rises) >= 150 * MIB, rises
 
 
 def test_the_pinned_pool_is_read_under_either_name_torch_gave_it() -> None:
