@@ -4,6 +4,7 @@ each. A scenario that fails is reported and the next one runs (a lease's later s
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import traceback
 from pathlib import Path
@@ -43,7 +44,18 @@ def run_one(scenario: Scenario, args: argparse.Namespace, root: Path, command: s
     (out / provenance.TABLE).write_text(f"`{command}`\n\n{text}")
     print(text, flush=True)
     print(f"results: {out}", flush=True)
+    drop_job_folders(ctx)
     return out
+
+
+def drop_job_folders(ctx: Context) -> None:
+    """The job folders (logs, samples, wandb runs) go once every job's result.json is in the results folder; a job
+    without one keeps them all, named on the console, for its log."""
+    missing = [j for j in ctx.jobs if j.result is None]
+    if missing:
+        print(f"job folders kept ({len(missing)} without result.json): {ctx.work}", flush=True)
+    else:
+        shutil.rmtree(ctx.work, ignore_errors=True)
 
 
 def run_scenarios(scenarios: list[Scenario], args: argparse.Namespace, command: str) -> int:

@@ -7,8 +7,10 @@ class is a unit)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,9 +47,14 @@ def groups() -> list[list[str]]:
 
 def dry_run(names: list[str], ckpt_cache: Path, tmp_path: Path) -> None:
     root = tmp_path / "results"
+    temp = Path(tempfile.mkdtemp(prefix="bd"))  # short: AF_UNIX socket paths (wandb's) live under TMPDIR
     cmd = [sys.executable, "-m", "bench", "run", *names, "--dry-run", "--results", str(root)]
-    proc = subprocess.run(cmd, cwd=REPO, env=app_env(ckpt_cache), capture_output=True, text=True, timeout=1200)
+    env = {**app_env(ckpt_cache), "TMPDIR": str(temp)}
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    left = [p.name for p in temp.glob("bench_*")]
+    shutil.rmtree(temp, ignore_errors=True)
+    assert not left, f"job folders left behind: {left}"  # every job wrote its result.json
     folders = {folder.name.rsplit("-20", 1)[0]: folder for folder in root.iterdir()}
     assert sorted(folders) == sorted(names)
     for name, folder in folders.items():
