@@ -81,6 +81,10 @@ def check(folders: list[Path], replan_plans: bool = False) -> str:
     for folder in folders:
         for f in result_files(folder):
             result = json.loads(f.read_text())
+            lacks = [key for key in ("plan", "config") if not result.get(key)]
+            if lacks:  # a result written before jobs stored their plan and config
+                text += f"### {f}: no {' or '.join(lacks)} stored; nothing to compare\n\n"
+                continue
             text += job_table(replan(result) if replan_plans else result) + "\n"
     return text
 

@@ -16,6 +16,7 @@ from bench.__main__ import main  # noqa: E402
 from bench.jobs import VARIANTS, job_command  # noqa: E402
 from bench.scenario import Context  # noqa: E402
 from bench.scenarios import SCENARIOS  # noqa: E402
+from bench.tools.plan_check import check  # noqa: E402
 from bench.tools.summarize import results_md  # noqa: E402
 
 DECLARED = [
@@ -86,3 +87,8 @@ def test_only_picks_a_loader_with_its_variants_one_variant_or_the_plain_loader()
     assert [n for n in labels if picks("zero3_init", n)] == ["zero3_init:library", "zero3_init"]
     assert [n for n in labels if picks("zero3_init:", n)] == ["zero3_init"]
     assert [n for n in labels if picks("zero3_init:library", n)] == ["zero3_init:library"]
+
+
+def test_plan_check_names_a_result_stored_without_its_plan(tmp_path: Path) -> None:
+    (tmp_path / "old.json").write_text(json.dumps({"checkpoint_gib": 1.0, "loader": "naive", "stages": []}))
+    assert f"### {tmp_path / 'old.json'}: no plan or config stored; nothing to compare" in check([tmp_path], True)
