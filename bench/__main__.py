@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from bench import device
+from bench.scenario import Scenario
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -66,6 +67,22 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def option_error(args: argparse.Namespace, scenarios: list[Scenario]) -> str | None:
+    """--size and --only checked against the named scenarios (a typo would otherwise run the scenario unchanged)."""
+    from bench.jobs import picks
+
+    keys = sorted({key for s in scenarios for key in (*s.full, *s.dry)})
+    for kv in args.size:
+        key, eq, _ = kv.partition("=")
+        if not eq or key not in keys:
+            return f"--size {kv}: {'no KEY=VALUE' if not eq else 'no size of these scenarios'}; valid keys: {', '.join(keys)}"
+    loaders = sorted({name for s in scenarios for run in s.runs for name in (*run.loaders, *(run.dry_loaders or ()))})
+    for entry in (e for e in args.only.split(",") if e):
+        if loaders and not any(picks(entry, name) for name in loaders):
+            return f"--only {entry}: no loader of these scenarios; valid: {', '.join(loaders)}"
+    return None
+
+
 def main(argv: list[str]) -> int:
     args = parse(argv)
     if args.command == "follow":
@@ -77,6 +94,10 @@ def main(argv: list[str]) -> int:
         from bench.tools import summarize
 
         if args.command == "unpack":
+            if not args.tarball.is_file():
+                print(f"error: unpack {args.tarball}: no such file; valid: a bench_results.tar.gz fetched from $OUT",
+                      file=sys.stderr)  # fmt: skip
+                return 2
             summarize.unpack(args.tarball)
         summarize.write_results_md()
         return 0
@@ -92,6 +113,11 @@ def main(argv: list[str]) -> int:
     if args.command == "plan-check":
         from bench.tools.plan_check import check
 
+        missing = [str(f) for f in args.folders if not f.is_dir()]
+        if missing:
+            print(f"error: plan-check {missing[0]}: no such folder; valid: a job dir, a sweep dir or a results folder",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         print(check(args.folders, args.replan))
         return 0
     names = list(SCENARIOS) if args.scenarios == ["all"] else args.scenarios
@@ -106,6 +132,10 @@ def main(argv: list[str]) -> int:
             f"error: --runs {bad_runs[0]!r} is no run of {', '.join(names)}; valid: {', '.join(sorted(run_names))}",
             file=sys.stderr,
         )
+        return 2
+    error = option_error(args, [SCENARIOS[n] for n in names])
+    if error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     models = [kv for kv in args.size if kv.split("=", 1)[0] in ("model", "small")]
     if args.dry_run and models:  # it would generate that model's checkpoints here, tens of GB at 7B and 13B

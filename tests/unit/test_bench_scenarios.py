@@ -71,6 +71,22 @@ def test_a_dry_run_refuses_a_model_size_it_would_generate_here(capsys: pytest.Ca
     assert err.startswith("error: --size small=llama-13b: a dry run rehearses") and "\n" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["run", "seed", "--size", "tokens"], "error: --size tokens: no KEY=VALUE; valid keys: device, model, "),
+        (["run", "seed", "--size", "token=8"], "error: --size token=8: no size of these scenarios; valid keys: "),
+        (["run", "seed", "--only", "nave"], "error: --only nave: no loader of these scenarios; valid: naive, staggered"),
+        (["unpack", "/no/such.tar.gz"], "error: unpack /no/such.tar.gz: no such file; valid: "),
+        (["plan-check", "/no/such"], "error: plan-check /no/such: no such folder; valid: "),
+    ],
+)
+def test_a_bad_option_is_one_line_naming_the_valid_ones(argv: list[str], expected: str, capsys: pytest.CaptureFixture) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(expected) and "\n" not in err
+
+
 def test_every_results_folder_names_its_scenario_and_command_and_results_md_is_current() -> None:
     for folder in (p for p in RESULTS.iterdir() if p.is_dir()):
         record = json.loads((folder / provenance.PROVENANCE).read_text())
