@@ -67,10 +67,21 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def option_error(args: argparse.Namespace, scenarios: list[Scenario]) -> str | None:
-    """--size and --only checked against the named scenarios (a typo would otherwise run the scenario unchanged)."""
+def refused(message: str) -> int:
+    """One error line on stderr, exit status 2 (as argparse gives a bad argument)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def option_error(args: argparse.Namespace, names: list[str], scenarios: list[Scenario]) -> str | None:
+    """--runs, --size and --only checked against the named scenarios (a typo would otherwise run a scenario
+    unchanged), and a dry run's --size kept off the models it would generate here."""
     from bench.jobs import picks
 
+    run_names = sorted({run.name for s in scenarios for run in s.runs})
+    for name in (r for r in args.runs.split(",") if r):
+        if name not in run_names:
+            return f"--runs {name!r} is no run of {', '.join(names)}; valid: {', '.join(run_names)}"
     keys = sorted({key for s in scenarios for key in (*s.full, *s.dry)})
     for kv in args.size:
         key, eq, _ = kv.partition("=")
@@ -80,6 +91,10 @@ def option_error(args: argparse.Namespace, scenarios: list[Scenario]) -> str | N
     for entry in (e for e in args.only.split(",") if e):
         if loaders and not any(picks(entry, name) for name in loaders):
             return f"--only {entry}: no loader of these scenarios; valid: {', '.join(loaders)}"
+    models = [kv for kv in args.size if kv.partition("=")[0] in ("model", "small")]
+    if args.dry_run and models:  # it would generate that model's checkpoints here, tens of GB at 7B and 13B
+        return (f"--size {models[0]}: a dry run rehearses each scenario's smallest models on CPU; valid: "
+                "--size without model= or small=, or no --dry-run")  # fmt: skip
     return None
 
 
@@ -95,9 +110,7 @@ def main(argv: list[str]) -> int:
 
         if args.command == "unpack":
             if not args.tarball.is_file():
-                print(f"error: unpack {args.tarball}: no such file; valid: a bench_results.tar.gz fetched from $OUT",
-                      file=sys.stderr)  # fmt: skip
-                return 2
+                return refused(f"unpack {args.tarball}: no such file; valid: a bench_results.tar.gz fetched from $OUT")
             summarize.unpack(args.tarball)
         summarize.write_results_md()
         return 0
@@ -115,33 +128,16 @@ def main(argv: list[str]) -> int:
 
         missing = [str(f) for f in args.folders if not f.is_dir()]
         if missing:
-            print(f"error: plan-check {missing[0]}: no such folder; valid: a job dir, a sweep dir or a results folder",
-                  file=sys.stderr)  # fmt: skip
-            return 2
+            return refused(f"plan-check {missing[0]}: no such folder; valid: a job dir, a sweep dir or a results folder")
         print(check(args.folders, args.replan))
         return 0
     names = list(SCENARIOS) if args.scenarios == ["all"] else args.scenarios
     unknown = [n for n in names if n not in SCENARIOS]
     if unknown:
-        print(f"error: scenario {unknown[0]!r} unknown; valid: all, {', '.join(SCENARIOS)}", file=sys.stderr)
-        return 2
-    run_names = {run.name for n in names for run in SCENARIOS[n].runs}
-    bad_runs = [r for r in args.runs.split(",") if r and r not in run_names]
-    if bad_runs:
-        print(
-            f"error: --runs {bad_runs[0]!r} is no run of {', '.join(names)}; valid: {', '.join(sorted(run_names))}",
-            file=sys.stderr,
-        )
-        return 2
-    error = option_error(args, [SCENARIOS[n] for n in names])
+        return refused(f"scenario {unknown[0]!r} unknown; valid: all, {', '.join(SCENARIOS)}")
+    error = option_error(args, names, [SCENARIOS[n] for n in names])
     if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    models = [kv for kv in args.size if kv.split("=", 1)[0] in ("model", "small")]
-    if args.dry_run and models:  # it would generate that model's checkpoints here, tens of GB at 7B and 13B
-        print(f"error: --size {models[0]}: a dry run rehearses each scenario's smallest models on CPU; valid: "
-              "--size without model= or small=, or no --dry-run", file=sys.stderr)  # fmt: skip
-        return 2
+        return refused(error)
     if args.detach:
         device.detach(
             [a for a in argv if a != "--detach"] + ([] if args.results else ["--results", str(device.KEEP / "results")])
