@@ -103,13 +103,15 @@ class RankSample:
 @dataclass(frozen=True)
 class Sample:
     """One line of samples.jsonl: the node's used memory (MemTotal - MemAvailable), the job's cgroup where it has one,
-    this node's ranks and NVML's used memory per GPU, at time t."""
+    this node's ranks and NVML's used memory per GPU, at time t; about once a second (and in the first and last
+    sample) the node's whole /proc/meminfo too, in bytes."""
 
     t: float
     node_used: int
     ranks: dict[int, RankSample] = field(default_factory=dict)
     cgroup_usage: int | None = None
     gpu_used: tuple[int, ...] = ()
+    meminfo: dict[str, int] | None = None
 
     @property
     def ranks_pss_anon(self) -> int:
@@ -123,6 +125,8 @@ class Sample:
         out["ranks"] = {str(r): asdict(figures) for r, figures in self.ranks.items()}
         if self.gpu_used:
             out["gpu_used"] = list(self.gpu_used)
+        if self.meminfo is not None:
+            out["meminfo"] = self.meminfo
         return out
 
     @classmethod
@@ -133,6 +137,7 @@ class Sample:
             ranks={int(r): RankSample(**figures) for r, figures in data.get("ranks", {}).items()},
             cgroup_usage=data.get("cgroup_usage"),
             gpu_used=tuple(data.get("gpu_used", ())),
+            meminfo=data.get("meminfo"),
         )
 
 

@@ -71,6 +71,19 @@ def node_used_bytes() -> int:
     return info["MemTotal"] - info["MemAvailable"]
 
 
+def meminfo_bytes() -> dict[str, int]:
+    """Every /proc/meminfo field counted in kB, as bytes: what moved on the node besides the job's own processes
+    (page cache, slab, page tables, a VM's balloon) when the node figure moves without them."""
+    out: dict[str, int] = {}
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            name, _, rest = line.partition(":")
+            value, *unit = rest.split()
+            if unit == ["kB"]:
+                out[name] = int(value) * 1024
+    return out
+
+
 def node_total_bytes() -> int:
     return read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
 

@@ -60,7 +60,10 @@ class RankFinder:
         return found
 
 
-def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> Sample:
+MEMINFO_EVERY_S = 1.0  # a whole /proc/meminfo in the samples this often: ~50 fields, too many for every 20 ms line
+
+
+def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, with_meminfo: bool = False) -> Sample:
     t, node_used = time.time(), kernel.node_used_bytes()
     ranks: dict[int, RankSample] = {}
     for rank, pid in finder.ranks().items():
@@ -69,7 +72,7 @@ def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml) -> 
             pss_anon = kernel.process_smaps(pid).get("Pss_Anon", 0)
             ranks[rank] = RankSample(pid, status.get("VmRSS", 0), status.get("RssFile", 0), pss_anon)
     gpu_used = tuple(nvml.all_used_bytes()) if nvml.handles else ()
-    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used)
+    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used, kernel.meminfo_bytes() if with_meminfo else None)
 
 
 def watch(
@@ -89,12 +92,15 @@ def watch(
     try:
         with open(job_dir.samples_file(node), "a", buffering=1) as out:
             out.write(json_line(SamplesHeader(cgroup.describe(), interval)))
+            meminfo_at = float("-inf")  # the first sample (the baseline) carries one
             while not job_dir.watcher_stop_requested() and psutil.pid_exists(parent):
-                sample = take_sample(finder, cgroup, nvml)
+                with_meminfo = time.monotonic() - meminfo_at >= MEMINFO_EVERY_S
+                sample = take_sample(finder, cgroup, nvml, with_meminfo)
+                meminfo_at = time.monotonic() if with_meminfo else meminfo_at
                 watchdog.ranks_private = sample.ranks_pss_anon  # the emulated cap's second figure
                 out.write(json_line(sample))
                 time.sleep(interval)
-            out.write(json_line(take_sample(finder, cgroup, nvml)))
+            out.write(json_line(take_sample(finder, cgroup, nvml, with_meminfo=True)))
     finally:
         job_dir.write_watchdog(node, watchdog.finish().to_json())
 

@@ -92,6 +92,9 @@ class StageRecord:
         "NVML used", "GiB", table="the GPU's used memory as the driver (NVML) reports it, every process on it", summary=True
     )
     gpu_nvml_peak_gib: float | None = measured("NVML peak (watcher)", "GiB")
+    # what else moved on the node: /proc/meminfo fields that changed by MEMINFO_MOVED_GIB or more from the baseline
+    # to the stage's end (the watcher's last snapshot by then), e.g. page cache, slab, or memory outside the job freed
+    meminfo_moved_gib: dict[str, float] | None = measured("/proc/meminfo moved", "GiB")
     # what a stage reports about itself (rank 0's figures)
     params: int | None = measured("parameters", "")
     trainable_params: int | None = measured("trainable parameters", "")
@@ -116,6 +119,8 @@ class StageRecord:
                 out[f.name] = value
         return out
 
+
+MEMINFO_MOVED_GIB = 0.05
 
 # figures a CPU run stores as null rather than leaving out (readers index them directly)
 ALWAYS_STORED = {

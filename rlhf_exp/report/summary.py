@@ -12,7 +12,7 @@ from rlhf_exp.config.stages import is_load_stage
 from rlhf_exp.config.units import gib
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.records import Event, Events, Sample
-from rlhf_exp.report.record import RANK_GPU_FIGURES, STAGE_FACTS, RankRecord, StageRecord
+from rlhf_exp.report.record import MEMINFO_MOVED_GIB, RANK_GPU_FIGURES, STAGE_FACTS, RankRecord, StageRecord
 from rlhf_exp.report.series import StageWindow, stage_windows
 
 
@@ -60,6 +60,17 @@ def _rank_dict(record: RankRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if v is not None or not k.startswith(("cuda_", "nvml_"))}
 
 
+def meminfo_moved(baseline: Sample, samples: list[Sample], until: float) -> dict[str, float] | None:
+    """The /proc/meminfo fields that moved by MEMINFO_MOVED_GIB or more from the baseline to the last snapshot taken
+    by `until` (GiB, signed); None where the watcher took none (samples of earlier runs)."""
+    snapshots = [s.meminfo for s in samples if s.meminfo is not None and s.t <= until]
+    if baseline.meminfo is None or not snapshots:
+        return None
+    last = snapshots[-1]
+    moved = {k: gib(v - baseline.meminfo[k]) for k, v in last.items() if k in baseline.meminfo}
+    return {k: d for k, d in moved.items() if abs(d) >= MEMINFO_MOVED_GIB}
+
+
 def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample) -> StageRecord:
     inside = window.samples_in(samples)
     ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
@@ -92,6 +103,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         gpu_cuda_reserved_gib=_max([r.cuda_reserved_gib for r in ranks]),
         gpu_nvml_used_gib=_max([r.nvml_used_gib for r in ranks]),
         gpu_nvml_peak_gib=gib(max(gpu_used)) if gpu_used else None,
+        meminfo_moved_gib=meminfo_moved(baseline, samples, window.stop),
         **{k: facts[k] for k in STAGE_FACTS if k in facts},
         per_rank=[_rank_dict(r) for r in ranks],
     )
@@ -110,7 +122,11 @@ def summarize_records(events: Events, samples: list[Sample]) -> dict[str, Any]:
     stages = [summarize_stage(w, samples, baseline).to_dict() for w in stage_windows(events, samples)]
     return {
         "stages": stages,
-        "baseline": {"node_used_gib": gib(baseline.node_used), "cgroup_usage_gib": gib(baseline.cgroup_usage)},
+        "baseline": {
+            "node_used_gib": gib(baseline.node_used),
+            "cgroup_usage_gib": gib(baseline.cgroup_usage),
+            "meminfo_gib": {k: gib(v) for k, v in baseline.meminfo.items()} if baseline.meminfo else None,
+        },
         "node_peak_gib": gib(max(s.node_used for s in samples) - baseline.node_used),
         "samples": len(samples),
     }

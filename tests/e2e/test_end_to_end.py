@@ -17,6 +17,7 @@ def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
     assert result["gpus"] == gpus and result["device"] == "cpu" and result["backend"] == "gloo"
     assert [row["stage"] for row in result["stages"]] == STAGES
     host = result["host_total_gib"]
+    assert abs(result["baseline"]["meminfo_gib"]["MemTotal"] - host) < 1e-3  # the watcher's /proc/meminfo snapshot
     for row in result["stages"]:
         assert row["status"] == "ok" and row["ranks_done"] == gpus
         assert len(row["per_rank"]) == gpus
@@ -29,6 +30,7 @@ def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
         assert all(r["peak_rss_gib"] > 0.05 and r["pss_anon_end_gib"] > 0.02 for r in row["per_rank"])
         # Σ over ranks cannot be below the largest rank
         assert row["pss_anon_sum_peak_gib"] >= row["rank_pss_anon_peak_max_gib"] - 1e-3
+        assert all(abs(moved) >= 0.05 for moved in row["meminfo_moved_gib"].values())  # what else moved on the node
     rows = {row["stage"]: row for row in result["stages"]}
     assert rows["actor.init"]["zero_stage"] == rows["critic.init"]["zero_stage"] == zero_stage
     assert 0 < rows["actor.load"]["trainable_params"] <= rows["actor.load"]["params"]

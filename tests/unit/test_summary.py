@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from synthetic import event, mem, sample, start, typed, typed_samples
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.report.record import COLUMN, stage_columns, summary_key
 from rlhf_exp.report.summary import load_time_s, summarize_records
 from rlhf_exp.report.table import COLUMNS
@@ -48,6 +49,26 @@ def test_a_stage_spans_first_begin_to_last_end_above_the_baseline() -> None:
     assert summary["node_peak_gib"] == 4.5 and summary["samples"] == 6
     assert "gpu_cuda_peak_allocated_gib" not in load and "cuda_allocated_gib" not in load["per_rank"][0]
     assert load_time_s(summary) == 3.0
+
+
+def test_what_else_moved_on_the_node_is_named_from_the_watchers_meminfo_snapshots() -> None:
+    """The node figure fell below the ranks' own memory in 13B runs: the fields that moved say what was freed."""
+    events, samples = two_rank_job()
+    snapshot = {"MemFree": 100.0, "Cached": 20.0, "Balloon": 3.0, "Dirty": 1.0}
+    samples[0]["meminfo"] = {k: int(g * GIB) for k, g in snapshot.items()}  # the baseline
+    samples[1]["meminfo"] = {k: int(g * GIB) for k, g in {**snapshot, "Balloon": 1.9, "MemFree": 99.0}.items()}
+    samples[4]["meminfo"] = {k: int(g * GIB) for k, g in {**snapshot, "Balloon": 1.8, "Dirty": 1.01}.items()}
+    summary = summarize_records(typed(events), typed_samples(samples))
+    assert summary["baseline"]["meminfo_gib"] == snapshot
+    dist_init, load = summary["stages"]
+    assert dist_init["meminfo_moved_gib"] == {"MemFree": -1.0, "Balloon": -1.1}  # the snapshot at t=1.5, by its end
+    assert load["meminfo_moved_gib"] == {"Balloon": -1.2}  # Dirty's 0.01 is under the 0.05 GiB shown
+    assert "meminfo_moved_gib" not in summarize_records(*two_rank_job_typed())["stages"][0]  # no snapshots: absent
+
+
+def two_rank_job_typed() -> tuple:
+    events, samples = two_rank_job()
+    return typed(events), typed_samples(samples)
 
 
 def test_a_rank_that_died_in_a_stage_is_sized_from_the_watcher_and_the_stage_is_incomplete() -> None:
