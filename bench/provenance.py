@@ -37,7 +37,10 @@ def machine() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         pass
     mem_kib = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal:"))
-    return {"host": platform.node(), "cores": os.cpu_count(), "mem_total_gib": round(mem_kib / 2**20, 1), "gpus": gpus}
+    # the kernel tells a lent machine's runtime apart (gVisor reports 4.4.0; Firecracker "...-fc-..."), and with it how
+    # the node's memory figures behave (a Firecracker guest's balloon and hot-plugged memory)
+    return {"host": platform.node(), "kernel": platform.release(), "cores": os.cpu_count(),
+            "mem_total_gib": round(mem_kib / 2**20, 1), "gpus": gpus}  # fmt: skip
 
 
 def commit() -> str | None:
