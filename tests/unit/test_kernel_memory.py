@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from rlhf_exp.memory import kernel as kernel_memory
@@ -52,3 +54,26 @@ def test_the_pinned_pool_is_read_under_either_name_torch_gave_it() -> None:
         want = {"cuda_pinned": 64 * MIB, "cuda_peak_pinned": 96 * MIB, "cuda_pinned_blocks": 4}
         assert pinned_pool({**stats, **blocks}) == want
     assert pinned_pool({}) == {"cuda_pinned": 0, "cuda_peak_pinned": 0, "cuda_pinned_blocks": 0}  # no pinned block yet
+
+
+def write_balloon(root: Path, features: str) -> Path:
+    """A balloon device's sysfs folder as the virtio driver lays it out."""
+    device = root / "virtio0"
+    device.mkdir(parents=True)
+    (device / "features").write_text(features + "\n")
+    return root
+
+
+def test_a_balloon_counts_as_used_only_where_it_deflates_on_demand(tmp_path: Path) -> None:
+    """Feature bit 2 (deflate-on-OOM) keeps inflated pages in MemTotal as used; without it they leave MemTotal."""
+    check = kernel_memory.balloon_counts_as_used.__wrapped__  # uncached
+    assert check(write_balloon(tmp_path / "fc", "0110010100000000"))  # a Firecracker guest: stats, deflate-on-OOM, reporting
+    assert not check(write_balloon(tmp_path / "plain", "0100010100000000"))
+    assert not check(tmp_path / "no-balloon")
+
+
+def test_the_node_figure_leaves_out_what_this_machines_balloon_holds() -> None:
+    info = kernel_memory.read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable", "Balloon"))
+    held = info.get("Balloon", 0) if kernel_memory.balloon_counts_as_used() else 0
+    expected = info["MemTotal"] - info["MemAvailable"] - held
+    assert abs(kernel_memory.node_used_bytes() - expected) < 200 * MIB  # the other worker moves the node meanwhile
