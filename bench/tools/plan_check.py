@@ -37,7 +37,20 @@ def job_table(result: dict) -> str:
             "yes" if r["ok"] else "NO",
         ]
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
-    return head + "\n".join(lines) + "\n"
+    return head + "\n".join(lines) + "\n" + moved_where_missed(result)
+
+
+def moved_where_missed(result: dict) -> str:
+    """Under the table, for each stage out of tolerance, what else moved on the node since the baseline (the
+    watcher's /proc/meminfo snapshots): the job's own pages (AnonPages) beside memory outside it (Balloon, Cached)."""
+    rows = {st["stage"]: st for st in result.get("stages", [])}
+    lines = []
+    for r in compare(result):
+        moved = rows.get(r["stage"], {}).get("meminfo_moved_gib")
+        if not r["ok"] and moved:
+            lines.append(f"- {r['stage']}: /proc/meminfo moved from the baseline: " + ", ".join(
+                f"{k} {v:+.2f}" for k, v in sorted(moved.items(), key=lambda kv: -abs(kv[1]))))  # fmt: skip
+    return "\n" + "\n".join(lines) + "\n" if lines else ""
 
 
 def replan(result: dict) -> dict:
