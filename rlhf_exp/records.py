@@ -102,7 +102,7 @@ class RankSample:
 
 @dataclass(frozen=True)
 class Sample:
-    """One line of samples.jsonl: the node's used memory (MemTotal - MemAvailable), the job's cgroup where it has one,
+    """One line of samples.jsonl: the node's used memory (kernel.node_used_bytes), the job's cgroup where it has one,
     this node's ranks and NVML's used memory per GPU, at time t; about once a second (and in the first and last
     sample) the node's whole /proc/meminfo too, in bytes."""
 

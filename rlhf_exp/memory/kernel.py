@@ -74,8 +74,8 @@ DEFLATE_ON_OOM_BIT = 2  # VIRTIO_BALLOON_F_DEFLATE_ON_OOM
 def balloon_counts_as_used(driver: Path = BALLOON_DRIVER) -> bool:
     """Whether a virtual machine's balloon holds pages inside MemTotal as used memory. With deflate-on-OOM the
     kernel keeps inflated pages in MemTotal (without it they leave MemTotal); a Firecracker guest's host inflates
-    the balloon over memory the guest freed and deflates it as the guest needs memory again, so the node's used
-    memory rises after a large free and falls back while the next job allocates (by 0.4-1.4 GiB in 13B runs)."""
+    the balloon over memory the guest freed and deflates it as the guest needs memory again, so MemTotal -
+    MemAvailable can rise after a large free and fall back while the next job allocates, under the job's baseline."""
     for features in driver.glob("virtio*/features"):  # one character per feature bit, bit 0 first
         bits = features.read_text().strip()
         if len(bits) > DEFLATE_ON_OOM_BIT and bits[DEFLATE_ON_OOM_BIT] == "1":
