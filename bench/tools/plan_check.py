@@ -23,7 +23,8 @@ def job_table(result: dict) -> str:
         "| NVML peak | within |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in compare(result):
+    rows = compare(result)
+    for r in rows:
         cells = [
             r["stage"],
             r["rank_rise_planned"],
@@ -37,16 +38,16 @@ def job_table(result: dict) -> str:
             "yes" if r["ok"] else "NO",
         ]
         lines.append("| " + " | ".join("-" if c is None else str(c) for c in cells) + " |")
-    return head + "\n".join(lines) + "\n" + moved_where_missed(result)
+    return head + "\n".join(lines) + "\n" + moved_where_missed(result, rows)
 
 
-def moved_where_missed(result: dict) -> str:
+def moved_where_missed(result: dict, rows: list[dict]) -> str:
     """Under the table, for each stage out of tolerance, what else moved on the node since the baseline (the
     watcher's /proc/meminfo snapshots): the job's own pages (AnonPages) beside memory outside it (Balloon, Cached)."""
-    rows = {st["stage"]: st for st in result.get("stages", [])}
+    stages = {st["stage"]: st for st in result.get("stages", [])}
     lines = []
-    for r in compare(result):
-        moved = rows.get(r["stage"], {}).get("meminfo_moved_gib")
+    for r in rows:
+        moved = stages.get(r["stage"], {}).get("meminfo_moved_gib")
         if not r["ok"] and moved:
             lines.append(f"- {r['stage']}: /proc/meminfo moved from the baseline: " + ", ".join(
                 f"{k} {v:+.2f}" for k, v in sorted(moved.items(), key=lambda kv: -abs(kv[1]))))  # fmt: skip

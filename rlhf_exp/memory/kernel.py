@@ -14,15 +14,17 @@ import re
 from pathlib import Path
 
 
-def read_kib_fields(path: str, wanted: tuple[str, ...]) -> dict[str, int]:
-    """Parse 'Name:   123 kB' lines into bytes for the wanted names (missing ones are absent)."""
+def read_kib_fields(path: str, wanted: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Parse 'Name:   123 kB' lines into bytes for the wanted names, or every field counted in kB (missing ones are
+    absent)."""
     out: dict[str, int] = {}
     try:
         with open(path) as fh:
             for line in fh:
                 name, _, rest = line.partition(":")
-                if name in wanted:
-                    out[name] = int(rest.split()[0]) * 1024
+                fields = rest.split()  # empty for some status lines ("Groups:")
+                if (name in wanted) if wanted is not None else fields[1:] == ["kB"]:
+                    out[name] = int(fields[0]) * 1024
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         pass
     return out
@@ -87,22 +89,19 @@ def node_used_bytes() -> int:
     """Node-wide memory in use as the kernel sees it: MemTotal - MemAvailable, less what a deflate-on-OOM balloon
     holds (the hypervisor's, given back on demand: not the job's, nor out of its reach). The watchdog counts the
     balloon as used (MemInfo): until it deflates, those pages are not there to allocate."""
-    info = read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable", "Balloon"))
-    balloon = info.get("Balloon", 0) if balloon_counts_as_used() else 0
-    return info["MemTotal"] - info["MemAvailable"] - balloon
+    return node_used_of(read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable", "Balloon")))
+
+
+def node_used_of(meminfo: dict[str, int]) -> int:
+    """node_used_bytes from fields already read (bytes): MemTotal, MemAvailable and, where there is one, Balloon."""
+    balloon = meminfo.get("Balloon", 0) if balloon_counts_as_used() else 0
+    return meminfo["MemTotal"] - meminfo["MemAvailable"] - balloon
 
 
 def meminfo_bytes() -> dict[str, int]:
     """Every /proc/meminfo field counted in kB, as bytes: what moved on the node besides the job's own processes
     (page cache, slab, page tables, a VM's balloon) when the node figure moves without them."""
-    out: dict[str, int] = {}
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            name, _, rest = line.partition(":")
-            value, *unit = rest.split()
-            if unit == ["kB"]:
-                out[name] = int(value) * 1024
-    return out
+    return read_kib_fields("/proc/meminfo")
 
 
 def node_total_bytes() -> int:

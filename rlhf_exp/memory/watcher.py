@@ -64,7 +64,8 @@ MEMINFO_EVERY_S = 1.0  # a whole /proc/meminfo in the samples this often: ~50 fi
 
 
 def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, with_meminfo: bool = False) -> Sample:
-    t, node_used = time.time(), kernel.node_used_bytes()
+    meminfo = kernel.meminfo_bytes() if with_meminfo else None  # one read gives the node figure and its snapshot
+    t, node_used = time.time(), kernel.node_used_of(meminfo) if meminfo else kernel.node_used_bytes()
     ranks: dict[int, RankSample] = {}
     for rank, pid in finder.ranks().items():
         status = kernel.process_status(pid)
@@ -72,7 +73,7 @@ def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, wit
             pss_anon = kernel.process_smaps(pid).get("Pss_Anon", 0)
             ranks[rank] = RankSample(pid, status.get("VmRSS", 0), status.get("RssFile", 0), pss_anon)
     gpu_used = tuple(nvml.all_used_bytes()) if nvml.handles else ()
-    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used, kernel.meminfo_bytes() if with_meminfo else None)
+    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used, meminfo)
 
 
 def watch(

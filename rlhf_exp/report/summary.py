@@ -60,18 +60,20 @@ def _rank_dict(record: RankRecord) -> dict[str, Any]:
     return {k: v for k, v in vars(record).items() if v is not None or not k.startswith(("cuda_", "nvml_"))}
 
 
-def meminfo_moved(baseline: Sample, samples: list[Sample], until: float) -> dict[str, float] | None:
-    """The /proc/meminfo fields that moved by MEMINFO_MOVED_GIB or more from the baseline to the last snapshot taken
-    by `until` (GiB, signed); None where the watcher took none (samples of earlier runs)."""
-    snapshots = [s.meminfo for s in samples if s.meminfo is not None and s.t <= until]
-    if baseline.meminfo is None or not snapshots:
+def meminfo_moved(baseline: Sample, snapshots: list[Sample], until: float) -> dict[str, float] | None:
+    """The /proc/meminfo fields that moved by MEMINFO_MOVED_GIB or more from the baseline to the last of the samples
+    carrying a snapshot (`snapshots`, in time order) taken by `until` (GiB, signed); None where the watcher took none
+    (samples of earlier runs)."""
+    taken = [s.meminfo for s in snapshots if s.t <= until and s.meminfo is not None]
+    if baseline.meminfo is None or not taken:
         return None
-    last = snapshots[-1]
+    last = taken[-1]
     moved = {k: gib(v - baseline.meminfo[k]) for k, v in last.items() if k in baseline.meminfo}
     return {k: d for k, d in moved.items() if abs(d) >= MEMINFO_MOVED_GIB}
 
 
-def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample) -> StageRecord:
+def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample, snapshots: list[Sample]) -> StageRecord:
+    """`snapshots`: the samples carrying a /proc/meminfo snapshot (gathered once for every stage)."""
     inside = window.samples_in(samples)
     ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
     node_peak = _max([s.node_used for s in inside])
@@ -103,7 +105,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         gpu_cuda_reserved_gib=_max([r.cuda_reserved_gib for r in ranks]),
         gpu_nvml_used_gib=_max([r.nvml_used_gib for r in ranks]),
         gpu_nvml_peak_gib=gib(max(gpu_used)) if gpu_used else None,
-        meminfo_moved_gib=meminfo_moved(baseline, samples, window.stop),
+        meminfo_moved_gib=meminfo_moved(baseline, snapshots, window.stop),
         **{k: facts[k] for k in STAGE_FACTS if k in facts},
         per_rank=[_rank_dict(r) for r in ranks],
     )
@@ -119,7 +121,8 @@ def summarize_records(events: Events, samples: list[Sample]) -> dict[str, Any]:
     if not samples:
         return {"stages": [], "baseline": {}}
     baseline = samples[0]
-    stages = [summarize_stage(w, samples, baseline).to_dict() for w in stage_windows(events, samples)]
+    snapshots = [s for s in samples if s.meminfo is not None]
+    stages = [summarize_stage(w, samples, baseline, snapshots).to_dict() for w in stage_windows(events, samples)]
     return {
         "stages": stages,
         "baseline": {
