@@ -58,8 +58,7 @@ class StageRecord:
     node_peak_gib: float | None = measured(
         "node Δ",
         "GiB",
-        table="the node's used memory (MemTotal - MemAvailable, less a VM balloon's) at its peak, above the level before "
-        "ranks started",
+        table="the node's used memory (MemTotal - MemAvailable - Balloon) at its peak, above the level before ranks started",
         summary=True,
     )
     node_rise_gib: float | None = measured(

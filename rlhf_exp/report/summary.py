@@ -72,8 +72,13 @@ def meminfo_moved(baseline: Sample, snapshots: list[Sample], until: float) -> di
     return {k: d for k, d in moved.items() if abs(d) >= MEMINFO_MOVED_GIB}
 
 
+def meminfo_snapshots(samples: list[Sample]) -> list[Sample]:
+    """The samples carrying a /proc/meminfo snapshot (the watcher takes one about once a second)."""
+    return [s for s in samples if s.meminfo is not None]
+
+
 def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample, snapshots: list[Sample]) -> StageRecord:
-    """`snapshots`: the samples carrying a /proc/meminfo snapshot (gathered once for every stage)."""
+    """`snapshots`: meminfo_snapshots(samples), gathered once for every stage."""
     inside = window.samples_in(samples)
     ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
     node_peak = _max([s.node_used for s in inside])
@@ -121,7 +126,7 @@ def summarize_records(events: Events, samples: list[Sample]) -> dict[str, Any]:
     if not samples:
         return {"stages": [], "baseline": {}}
     baseline = samples[0]
-    snapshots = [s for s in samples if s.meminfo is not None]
+    snapshots = meminfo_snapshots(samples)
     stages = [summarize_stage(w, samples, baseline, snapshots).to_dict() for w in stage_windows(events, samples)]
     return {
         "stages": stages,

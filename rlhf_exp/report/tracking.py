@@ -14,7 +14,7 @@ from rlhf_exp.jobdir import Failure, JobDir
 from rlhf_exp.records import Sample
 from rlhf_exp.report.record import stage_columns, summary_key
 from rlhf_exp.report.series import sample_series, stage_windows
-from rlhf_exp.report.summary import load_time_s, summarize_stage
+from rlhf_exp.report.summary import load_time_s, meminfo_snapshots, summarize_stage
 from rlhf_exp.report.timeline import build_timeline
 
 # per-stage figures copied into the W&B summary as mem/<stage>/<key>
@@ -103,7 +103,7 @@ class WandbTracker:
         window = next((w for w in stage_windows(job_dir.read_events(), samples) if w.name == stage), None)
         if window is None or not samples:
             return
-        row = summarize_stage(window, samples, samples[0]).to_dict()  # this stage's record alone
+        row = summarize_stage(window, samples, samples[0], meminfo_snapshots(samples)).to_dict()  # this stage's record alone
         figures = {summary_key(stage, k): row[k] for k in SUMMARY_KEYS if row.get(k) is not None}
         self.run.log({"time_s": round(samples[-1].t - samples[0].t, 3), **figures})
 
