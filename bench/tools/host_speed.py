@@ -1,5 +1,6 @@
 """This host's memory speeds as naive's load and DeepSpeed's cast meet them: fresh pages first touched (zero fill,
-fp32 -> bf16 cast, copies), a private read of a file in the page cache (read_bytes, safetensors' deserialize,
+fp32 -> bf16 cast, copies; the zero fill again at once and after an idle spell, where a VM's free page reporting
+has handed the freed pages back to its host), a private read of a file in the page cache (read_bytes, safetensors' deserialize,
 parallel preads into tensors), and host to GPU (pageable, pinned). Each in a fresh process, with torch's CPU
 allocator as it is and with THP_MEM_ALLOC_ENABLE=1 (2 MiB-aligned allocations advised as transparent huge pages),
 and with 1 thread and all cores: where naive's minutes go, and what would make them seconds.
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from bench.scenario import Context
 from bench.tools.tables import markdown
+from rlhf_exp.memory.kernel import free_page_reporting
 
 GIB = 1 << 30
 CHUNK = 16 << 20
@@ -54,6 +56,20 @@ def pread_into(path: Path, threads: int):
     return out
 
 
+def fresh_page_figures(n: int, idle_s: float) -> dict[str, float]:
+    """A zero fill of n bytes three times: the first in this process, again at once (the pages just freed, still
+    backed by the host) and again after idle_s (a VM with free page reporting has returned them to its host by then,
+    and each first touch faults them in there again: 0.45 against 9 GiB/s on the 2-core CI box, 2026-12-07)."""
+    import torch
+
+    def fill():
+        return torch.empty(n // 4, dtype=torch.float32).zero_()
+
+    first, again = timed(fill, n), timed(fill, n)
+    time.sleep(idle_s)
+    return {"zero_fill_fp32": first, "zero_fill_fp32_again": again, "zero_fill_fp32_after_idle": timed(fill, n)}
+
+
 def resident_source_figures(src, n: int) -> dict[str, float]:
     """Writes into fresh pages from a resident fp32 source: the cast DeepSpeed does, a clone, a copy."""
     import torch
@@ -69,7 +85,7 @@ def deserialize_figure(data: bytes, load) -> float:
     return timed(lambda: load(data), len(data))
 
 
-def figures(gib: float, folder: Path) -> dict[str, float | None]:
+def figures(gib: float, folder: Path, idle_s: float) -> dict[str, float | None]:
     import torch
     from safetensors.torch import load, save_file
 
@@ -81,7 +97,7 @@ def figures(gib: float, folder: Path) -> dict[str, float | None]:
         save_file({f"w{i}": torch.ones(n // 8, dtype=torch.float16) for i in range(4)}, folder / "model.safetensors")
     raw.read_bytes()  # into the page cache
     out: dict[str, float | None] = {"threads": threads}
-    out["zero_fill_fp32"] = timed(lambda: torch.empty(n // 4, dtype=torch.float32).zero_(), n)
+    out |= fresh_page_figures(n, idle_s)
     out |= resident_source_figures(torch.ones(n // 4, dtype=torch.float32), n)
     out["read_bytes"] = timed(raw.read_bytes, n)
     out["safetensors_deserialize"] = deserialize_figure((folder / "model.safetensors").read_bytes(), load)
@@ -104,22 +120,26 @@ VARIANTS = {  # name: environment of the measuring process
 
 
 def table(ctx: Context) -> str:
-    gib = float(ctx.sizes["gib"])
+    gib, idle_s = float(ctx.sizes["gib"]), ctx.sizes["idle_s"]
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name, env in list(VARIANTS.items())[: 2 if ctx.dry else None]:  # a dry run: all cores, with and without THP
-            cmd = [sys.executable, "-m", "bench.tools.host_speed", "--gib", str(gib), "--folder", folder]
+            cmd = [sys.executable, "-m", "bench.tools.host_speed", "--gib", str(gib), "--idle-s", idle_s, "--folder", folder]
             proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True, check=True)
             rows.append({"variant": name, **json.loads(proc.stdout.strip().splitlines()[-1])})
     (ctx.out / "host_speed.json").write_text(json.dumps(rows, indent=1))
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    head = f"GiB/s over {gib} GiB per figure; THP: {thp.read_text().strip() if thp.exists() else 'unknown'}"
+    head = (
+        f"GiB/s over {gib} GiB per figure; after_idle: after {idle_s} s idle; THP: "
+        f"{thp.read_text().strip() if thp.exists() else 'unknown'}; free page reporting: {free_page_reporting()}"
+    )
     return markdown(rows, head)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=0.25)
+    parser.add_argument("--idle-s", type=float, default=10.0)
     parser.add_argument("--folder", type=Path, default=Path(tempfile.gettempdir()))
     args = parser.parse_args()
-    print(json.dumps(figures(args.gib, args.folder)))
+    print(json.dumps(figures(args.gib, args.folder, args.idle_s)))
