@@ -1,9 +1,9 @@
 """This host's memory speeds as naive's load and DeepSpeed's cast meet them: fresh pages first touched (zero fill,
 fp32 -> bf16 cast, copies; the zero fill again at once and after an idle spell, where a VM's free page reporting
-has handed the freed pages back to its host), a private read of a file in the page cache (read_bytes, safetensors' deserialize,
-parallel preads into tensors), and host to GPU (pageable, pinned). Each in a fresh process, with torch's CPU
-allocator as it is and with THP_MEM_ALLOC_ENABLE=1 (2 MiB-aligned allocations advised as transparent huge pages),
-and with 1 thread and all cores: where naive's minutes go, and what would make them seconds.
+has handed the freed pages back to its host), a private read of a file in the page cache (read_bytes,
+safetensors' deserialize, parallel preads into tensors), and host to GPU (pageable, pinned). Each in a fresh
+process, with torch's CPU allocator as it is and with THP_MEM_ALLOC_ENABLE=1 (2 MiB-aligned allocations advised as
+transparent huge pages), and with 1 thread and all cores: where naive's minutes go, and what would make them seconds.
 
     python -m bench run host-speed                  # 4 GiB per figure
     python -m bench.tools.host_speed --gib 0.25     # one process's figures, as JSON
@@ -59,7 +59,8 @@ def pread_into(path: Path, threads: int):
 def fresh_page_figures(n: int, idle_s: float) -> dict[str, float]:
     """A zero fill of n bytes three times: the first in this process, again at once (the pages just freed, still
     backed by the host) and again after idle_s (a VM with free page reporting has returned them to its host by then,
-    and each first touch faults them in there again: 0.45 against 9 GiB/s on the 2-core CI box, 2026-12-07)."""
+    and each first touch faults them in there again: with huge pages 1.1 against 18.6 GiB/s on the 2-core CI box,
+    bench/results/host-speed-2026-12-07)."""
     import torch
 
     def fill():

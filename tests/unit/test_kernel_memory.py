@@ -72,6 +72,12 @@ def test_a_balloon_counts_as_used_only_where_it_deflates_on_demand(tmp_path: Pat
     assert not check(tmp_path / "no-balloon")
 
 
+def test_free_page_reporting_is_read_from_the_balloons_feature_bits(tmp_path: Path) -> None:
+    assert kernel_memory.free_page_reporting(write_balloon(tmp_path / "fc", "0110010100000000"))  # bit 5
+    assert not kernel_memory.free_page_reporting(write_balloon(tmp_path / "none", "0110000100000000"))
+    assert not kernel_memory.free_page_reporting(tmp_path / "no-balloon")
+
+
 def test_the_node_figure_leaves_out_what_this_machines_balloon_holds() -> None:
     info = kernel_memory.read_kib_fields("/proc/meminfo", ("MemTotal", "MemAvailable", "Balloon"))
     held = info.get("Balloon", 0) if kernel_memory.balloon_counts_as_used() else 0
