@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench import RESULTS, device, jobs, provenance
 from bench.scenario import Context, Scenario
+from rlhf_exp.jobdir import JOB_LOG
 
 
 def results_root(args: argparse.Namespace) -> Path:
@@ -54,6 +55,10 @@ def drop_job_folders(ctx: Context) -> None:
     missing = [j for j in ctx.jobs if j.result is None]
     if missing:
         print(f"job folders kept ({len(missing)} without result.json): {ctx.work}", flush=True)
+        for job in missing:  # what ended each one: its log's last lines
+            log = job.job_dir / JOB_LOG
+            tail = log.read_text().splitlines()[-15:] if log.exists() else [f"(no {JOB_LOG})"]
+            print(f"--- {job.job_dir}", *tail, sep="\n", flush=True)
     else:
         shutil.rmtree(ctx.work, ignore_errors=True)
 

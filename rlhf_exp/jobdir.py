@@ -41,7 +41,8 @@ STOP_REASON = "stop_reason.json"
 WATCHDOG = "watchdog"  # watchdog.json, watchdog.node<N>.json: what each node's watchdog saw and did
 WATCHER_PID = "watcher.pid"
 WATCHER_ERROR = "watcher_error.txt"
-HYDRA_FILES = (".hydra", "job.log")  # what Hydra writes into a run dir before the app starts (hydra.job.name=job)
+JOB_LOG = "job.log"  # Hydra's job logging (hydra.job.name=job)
+HYDRA_FILES = (".hydra", JOB_LOG)  # what Hydra writes into a run dir before the app starts
 # everything a run writes; cleared together before a rerun into the same dir
 RUN_FILES = (SPEC, PLAN, RESULT, STOP, STOP_REASON, WATCHER_PID, WATCHER_ERROR)
 RUN_DIRS = (EVENTS, LOGS, WEIGHTS, PROFILES)

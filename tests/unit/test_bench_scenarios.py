@@ -120,3 +120,26 @@ def test_plan_check_says_what_else_moved_on_the_node_where_a_stage_is_out_of_tol
     table = job_table(result)
     assert "- actor.load: /proc/meminfo moved from the baseline: AnonPages +1.20, Balloon -1.13" in table
     assert "X +1.00" not in table  # stages within tolerance list nothing
+
+
+def test_a_job_without_result_json_keeps_the_job_folders_and_prints_its_logs_end(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench.runner import drop_job_folders
+    from bench.scenario import JobResult
+    from rlhf_exp.jobdir import JOB_LOG
+
+    work = tmp_path / "work"
+    done, lost = work / "run" / "0_naive", work / "run" / "1_direct"
+    for job_dir in (done, lost):
+        job_dir.mkdir(parents=True)
+    (lost / JOB_LOG).write_text("first line\nrank 0 killed at actor.load\n")
+    ctx = Context(SCENARIOS["seed"], SCENARIOS["seed"].dry, True, tmp_path / "out", work)
+    ctx.jobs = [JobResult("run", "naive", {"status": "completed"}, done, []), JobResult("run", "direct", None, lost, [])]
+    drop_job_folders(ctx)
+    out = capsys.readouterr().out
+    assert work.exists() and f"job folders kept (1 without result.json): {work}" in out
+    assert f"--- {lost}\nfirst line\nrank 0 killed at actor.load" in out
+    ctx.jobs = ctx.jobs[:1]  # every job wrote its result.json: the folders go
+    drop_job_folders(ctx)
+    assert not work.exists()
