@@ -80,11 +80,13 @@ def clear_of_noise(figures: list[tuple[str, float]], cap: float, noise: float) -
 
 
 def caps_below(result: dict[str, Any], dry: bool) -> dict[str, float]:
-    """5 % below the need, for each resource whose cap falls clear of its noise (a dry run: every one, the plumbing)."""
+    """5 % below the need, for each resource whose cap falls clear of its noise (a dry run: every one, the plumbing).
+    A need of zero or less (the node freed more than the job took: a tiny CPU job beside a neighbour's) has no cap
+    below it: the app refuses a cap that is not positive."""
     caps = {}
     for key, figures in stage_needs(result).items():
         cap = BELOW * max(value for _, value in figures)
-        if dry or clear_of_noise(figures, cap, NOISE_GIB[key]):
+        if cap > 0 and (dry or clear_of_noise(figures, cap, NOISE_GIB[key])):
             caps[key] = cap
     return caps
 

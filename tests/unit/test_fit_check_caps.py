@@ -42,3 +42,11 @@ def test_naives_load_peak_is_capped_where_its_first_stage_over_the_line_is_over_
     assert caps_below(job, dry=False)["host_gib"] == cap
     close = result([72.3, 76.0, 27.0, 2.2, 2.2, 2.4, 2.4], [0.0, 25.0, 75.0, 76.0, 76.0, 110.0, 100.0])
     assert "host_gib" not in caps_below(close, dry=False)  # actor.load within the noise of the line: left uncapped
+
+
+def test_a_need_of_zero_or_less_gets_no_cap_even_in_a_dry_run() -> None:
+    """A tiny CPU job whose node figure never rose above its baseline (a neighbour freed more meanwhile): a cap 5 %
+    below it would not be positive, and the app refuses one (machine.host_gib must be greater than 0)."""
+    job = result([-0.2, -0.1, -0.05, -0.3, -0.3, -0.3, -0.3], [1.0, 2.0, 3.0, 3.0, 3.0, 4.0, 4.0])
+    assert measured_need(job)["host_gib"] == -0.05
+    assert set(caps_below(job, dry=True)) == {"gpu_gib"}
