@@ -19,7 +19,6 @@ from conftest import REPO, app_env
 sys.path.insert(0, str(REPO))
 from bench import provenance  # noqa: E402
 from bench.scenarios import SCENARIOS  # noqa: E402
-from rlhf_exp.jobdir import JOB_LOG  # noqa: E402
 
 # what each scenario's table must say beyond a header and a row
 TABLE_HOLDS = {
@@ -53,22 +52,15 @@ def dry_run(names: list[str], ckpt_cache: Path, tmp_path: Path) -> None:
     env = {**app_env(ckpt_cache), "TMPDIR": str(temp)}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    left = what_was_left(temp)
+    left = [p.name for p in temp.glob("bench_*")]
     shutil.rmtree(temp, ignore_errors=True)
-    assert not left, f"job folders left behind:\n{left}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"  # each wrote result.json
+    _, mark, after = proc.stdout.partition("job folders kept")  # the bench prints each kept job's log end
+    kept = (mark + after)[:4000]
+    assert not left, f"job folders left behind: {left}\n{kept}\n{proc.stderr[-3000:]}"  # every job wrote result.json
     folders = {folder.name.rsplit("-20", 1)[0]: folder for folder in root.iterdir()}
     assert sorted(folders) == sorted(names)
     for name, folder in folders.items():
         check_folder(name, folder, " ".join(names))
-
-
-def what_was_left(temp: Path) -> str:
-    """Each job folder a scenario kept (a job that wrote no result.json): its name and its job log's end."""
-    kept = [p.name for p in temp.glob("bench_*")]
-    for job_dir in sorted(p for p in temp.glob("bench_*/*/*") if p.is_dir() and not (p / "result.json").exists()):
-        log = job_dir / JOB_LOG
-        kept.append(f"{job_dir.relative_to(temp)}: {log.read_text()[-2000:] if log.exists() else f'no {JOB_LOG}'}")
-    return "\n".join(kept)
 
 
 def check_folder(name: str, folder: Path, names: str) -> None:
