@@ -61,14 +61,16 @@ def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
     return [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={job_dir}", *job_overrides(run, name, ctx)]
 
 
-def settle_node(window: int = 5, interval_s: float = 0.5, spread_bytes: int = 64 << 20, limit_s: float = 180) -> None:
+def settle_node(window: int = 21, interval_s: float = 0.5, spread_bytes: int = 64 << 20, limit_s: float = 240) -> None:
     """Dirty pages written out and the node's used memory steady before a job takes its baseline: after the bench
     wrote a 36.6 GiB checkpoint pair, the node fell 1.4 GiB under a 13B job's level once its baseline was taken
-    (bench/results/plan-vs-measured-2026-12-06-4), and every later node figure of that job read low. Prints the
-    /proc/meminfo fields that moved by 0.1 GiB or more meanwhile (what moved it)."""
-    from rlhf_exp.memory.kernel import meminfo_bytes, node_used_bytes
+    (bench/results/plan-vs-measured-2026-12-06-4), and every later node figure of that job read low. Steady means
+    within 64 MiB for 10 s: the pages a writer freed drain from the per-CPU lists at ~10 MiB/s here for a minute or
+    more (kernel.percpu_free_bytes), which a 2 s window took for steady (bench/results/settle-2026-12-07). Prints the
+    /proc/meminfo fields that moved by 0.1 GiB or more meanwhile (what moved it) and the per-CPU lists' change."""
+    from rlhf_exp.memory.kernel import meminfo_bytes, node_used_bytes, percpu_free_bytes
 
-    start, before, fields = time.monotonic(), node_used_bytes(), meminfo_bytes()
+    start, before, fields, percpu = time.monotonic(), node_used_bytes(), meminfo_bytes(), percpu_free_bytes()
     os.sync()
     recent = [node_used_bytes()]
     while time.monotonic() - start < limit_s and (len(recent) < window or max(recent) - min(recent) > spread_bytes):
@@ -76,6 +78,7 @@ def settle_node(window: int = 5, interval_s: float = 0.5, spread_bytes: int = 64
         recent = [*recent[-(window - 1) :], node_used_bytes()]
     steady = max(recent) - min(recent) <= spread_bytes
     moved = {k: v - fields[k] for k, v in meminfo_bytes().items() if k in fields}
+    moved["per-CPU free lists"] = percpu_free_bytes() - percpu
     shown = ", ".join(f"{k} {d / GIB:+.2f}" for k, d in moved.items() if abs(d) >= GIB / 10)
     print(f"node {'settled' if steady else 'still moving'} in {time.monotonic() - start:.0f} s: "
           f"{recent[-1] / GIB:.2f} GiB used ({(recent[-1] - before) / GIB:+.2f}{'; ' + shown if shown else ''})",

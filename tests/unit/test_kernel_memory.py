@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -83,3 +84,16 @@ def test_the_node_figure_leaves_out_what_this_machines_balloon_holds() -> None:
     held = info.get("Balloon", 0) if kernel_memory.balloon_counts_as_used() else 0
     expected = info["MemTotal"] - info["MemAvailable"] - held
     assert abs(kernel_memory.node_used_bytes() - expected) < 200 * MIB  # the other worker moves the node meanwhile
+
+
+def test_the_per_cpu_free_lists_are_summed_over_every_zone_and_cpu(tmp_path: Path) -> None:
+    zoneinfo = tmp_path / "zoneinfo"
+    zoneinfo.write_text(
+        "Node 0, zone    DMA32\n  pages free     1000\n  pagesets\n    cpu: 0\n              count: 30\n"
+        "              high:  100\n    cpu: 1\n              count: 12\n              high:  100\n"
+        "Node 0, zone   Normal\n  pages free     5000\n  pagesets\n    cpu: 0\n              count: 258\n"
+    )
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert kernel_memory.percpu_free_bytes(zoneinfo) == (30 + 12 + 258) * page
+    assert kernel_memory.percpu_free_bytes(tmp_path / "absent") == 0
+    assert kernel_memory.percpu_free_bytes() >= 0  # this machine's own
