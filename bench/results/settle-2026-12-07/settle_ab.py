@@ -5,12 +5,12 @@ import shutil
 import sys
 import time
 
+from bench import GIB
 from bench.jobs import checkpoint_files, settle_node
 from rlhf_exp.memory.kernel import node_used_bytes, percpu_free_bytes
 
-GIB = 1 << 30
 cache = sys.argv[1]
-for name, window in (("old: 2 s window", 5), ("new: 10 s window", 21)):
+for name, settle_args in (("old: 2 s window", {"window": 5}), ("new: 10 s window", {})):  # new: settle_node as it is
     shutil.rmtree(cache, ignore_errors=True)
     t = time.monotonic()
     files = checkpoint_files(["model=llama-1.3b", f"model.cache_dir={cache}"])
@@ -19,7 +19,7 @@ for name, window in (("old: 2 s window", 5), ("new: 10 s window", 21)):
         f"per-CPU free lists {percpu_free_bytes() / GIB:.2f} GiB",
         flush=True,
     )
-    settle_node(window=window)
+    settle_node(**settle_args)
     base = node_used_bytes()
     for i in range(6):
         time.sleep(10)
