@@ -65,6 +65,12 @@ def failed_stage(events: Events, rank: int | None) -> str | None:
     return None
 
 
+def last_begun_stage(events: Events) -> str | None:
+    """The stage any rank began last: where the job was when something outside the ranks stopped it between stages."""
+    begun = [ev for evs in events.values() for ev in evs if ev.event == "begin"]
+    return max(begun, key=lambda ev: ev.t).stage if begun else None
+
+
 def first_error(events: Events) -> Event | None:
     errors = [ev for evs in events.values() for ev in evs if ev.event == "error"]
     return min(errors, key=lambda ev: ev.t) if errors else None
@@ -100,7 +106,8 @@ def attribute(outcome: LaunchOutcome, events: Events, verdict: str | None = None
     guard = outcome.guard_stop
     if guard and guard.process:  # not a rank's fault: name the process and the stage the ranks were in
         return Failure(
-            stage=failed_stage(events, None) or "launch",  # "launch": before any rank began a stage
+            # "launch": before any rank began a stage
+            stage=failed_stage(events, None) or last_begun_stage(events) or "launch",
             rank=None,
             reason=f"job stopped: {guard.reason}",
             signal=guard.signal,

@@ -137,9 +137,10 @@ class StageRecorder:
         if f.mode == "hang":  # as a rank stuck in I/O or a deadlock: only a timeout or a signal ends it
             while True:
                 time.sleep(3600)
-        if f.mode == "kill_watcher":  # as the OOM killer might pick the watcher
+        if f.mode == "kill_watcher":  # as the OOM killer might pick the watcher during a long load
             os.kill(self.job_dir.read_watcher_pid(), signal.SIGKILL)
-            return
+            while True:  # the stage goes on until the job guard stops the job, as a 13B load would
+                time.sleep(3600)
         raise RuntimeError(f"injected fault in {stage} on rank {self.rank}")
 
     def close(self) -> None:

@@ -51,6 +51,17 @@ def test_the_guard_names_the_process_outside_the_ranks() -> None:
     assert failure["reason"] == "job stopped: watchdog: node memory 90%"
 
 
+def test_a_guard_stop_between_stages_names_the_stage_begun_last_not_launch() -> None:
+    events = ranks_in("actor.load")
+    for r in events:  # every rank has ended its stages: the watcher died just before the job exited
+        events[r] += [event(r, "actor.load", "end", 4.0), event(r, "actor.init", "begin", 5.0 + r)]
+        events[r] += [event(r, "actor.init", "end", 6.0 + r), {**start(r, 7.0 + r), "event": "done"}]
+    outcome = LaunchOutcome(ok=False, stopped_by="SIGTERM", guard_stop=JobStop("watcher died", process="watcher"))
+    assert failed_stage(typed(events), None) is None
+    assert attribute(outcome, typed(events))["stage"] == "actor.init"
+    assert attribute(outcome, typed({0: [start(0)]}))["stage"] == "launch"  # no rank began a stage
+
+
 def test_a_job_timeout_or_a_scheduler_signal_says_so() -> None:
     timeout = LaunchOutcome(ok=False, stopped_by="SIGTERM", guard_stop=JobStop("job_timeout_s=30 exceeded"))
     assert attribute(timeout, typed(ranks_in("actor.load")))["reason"] == "job stopped: job_timeout_s=30 exceeded"
