@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlhf_exp.config.units import GIB as GIB  # the bench's figures in the app's unit
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 RESULTS = BENCH / "results"
-GIB = 1 << 30

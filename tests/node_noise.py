@@ -16,9 +16,8 @@ import time
 
 import psutil
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.memory import kernel
-
-GIB = 1024**3
 
 
 def own_tree_bytes() -> int:

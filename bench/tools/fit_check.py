@@ -23,7 +23,7 @@ import sys
 from dataclasses import replace
 from typing import Any
 
-from bench import REPO
+from bench import GIB, REPO
 from bench.jobs import job_overrides, loaders_of, record, run_job, runs_of
 from bench.scenario import Context, JobResult, Run
 from bench.tools.tables import markdown
@@ -35,7 +35,6 @@ from rlhf_exp.plan.terms import plan_stages
 
 BELOW = 0.95  # the need less 5 %
 AT_PLAN, UNDER = "at-plan", "below-need"
-GIB = 2**30
 # how far one stage's figure moves between identical runs: the node's used memory (other processes, the kernel's
 # reclaim; fit-check-2026-12-05 against seed-2026-12-05, the same PPO stages), torch's allocations (deterministic)
 NOISE_GIB = {"host_gib": 0.3, "gpu_gib": 0.1}

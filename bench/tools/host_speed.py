@@ -21,11 +21,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from bench import GIB
 from bench.scenario import Context
 from bench.tools.tables import markdown
 from rlhf_exp.memory.kernel import free_page_reporting
 
-GIB = 1 << 30
 CHUNK = 16 << 20
 
 

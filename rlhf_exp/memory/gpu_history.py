@@ -15,10 +15,11 @@ from typing import Any
 
 import torch
 
+from rlhf_exp.config.units import GIB
+
 MAX_ENTRIES = 2_000_000  # trace ring size: a 13B PPO step makes a few hundred thousand events
 HELD = "held from earlier stages"
 TOP = 15  # sites kept per stage
-GIB = 2**30
 
 
 def start(device: torch.device) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.memory.gpu_history import HELD, replay
 
-GIB = 2**30
 TORCH = {"filename": "/x/site-packages/torch/nn/modules/linear.py", "line": 125, "name": "forward"}
 
 

@@ -9,11 +9,10 @@ import time
 from collections import deque
 from pathlib import Path
 
+from rlhf_exp.config.units import GIB
 from rlhf_exp.jobdir import JobDir
 from rlhf_exp.memory import kernel
 from rlhf_exp.memory.watchdog import Watchdog, projected_trip
-
-GIB = 1024**3
 
 
 def test_the_projection_adds_the_recent_climb_and_ignores_a_fall() -> None:
