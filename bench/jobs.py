@@ -67,18 +67,17 @@ def settle_node(window: int = 21, interval_s: float = 0.5, spread_bytes: int = 6
     (bench/results/plan-vs-measured-2026-12-06-4), and every later node figure of that job read low. Steady means
     within 64 MiB for 10 s: the pages a writer freed drain from the per-CPU lists at ~10 MiB/s here for a minute or
     more (kernel.percpu_free_bytes), which a 2 s window took for steady (bench/results/settle-2026-12-07). Prints the
-    /proc/meminfo fields that moved by 0.1 GiB or more meanwhile (what moved it) and the per-CPU lists' change."""
-    from rlhf_exp.memory.kernel import meminfo_bytes, node_used_bytes, percpu_free_bytes
+    /proc/meminfo fields and per-CPU lists that moved by 0.1 GiB or more meanwhile (what moved it)."""
+    from rlhf_exp.memory.kernel import meminfo_snapshot, node_used_bytes
 
-    start, before, fields, percpu = time.monotonic(), node_used_bytes(), meminfo_bytes(), percpu_free_bytes()
+    start, before, fields = time.monotonic(), node_used_bytes(), meminfo_snapshot()
     os.sync()
     recent = [node_used_bytes()]
     while time.monotonic() - start < limit_s and (len(recent) < window or max(recent) - min(recent) > spread_bytes):
         time.sleep(interval_s)
         recent = [*recent[-(window - 1) :], node_used_bytes()]
     steady = max(recent) - min(recent) <= spread_bytes
-    moved = {k: v - fields[k] for k, v in meminfo_bytes().items() if k in fields}
-    moved["per-CPU free lists"] = percpu_free_bytes() - percpu
+    moved = {k: v - fields[k] for k, v in meminfo_snapshot().items() if k in fields}
     shown = ", ".join(f"{k} {d / GIB:+.2f}" for k, d in moved.items() if abs(d) >= GIB / 10)
     print(f"node {'settled' if steady else 'still moving'} in {time.monotonic() - start:.0f} s: "
           f"{recent[-1] / GIB:.2f} GiB used ({(recent[-1] - before) / GIB:+.2f}{'; ' + shown if shown else ''})",

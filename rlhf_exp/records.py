@@ -104,7 +104,7 @@ class RankSample:
 class Sample:
     """One line of samples.jsonl: the node's used memory (kernel.node_used_bytes), the job's cgroup where it has one,
     this node's ranks and NVML's used memory per GPU, at time t; about once a second (and in the first and last
-    sample) the node's whole /proc/meminfo too, in bytes."""
+    sample) the node's whole /proc/meminfo and its per-CPU free lists too, in bytes (kernel.meminfo_snapshot)."""
 
     t: float
     node_used: int

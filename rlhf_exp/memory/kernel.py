@@ -127,6 +127,15 @@ def percpu_free_bytes(zoneinfo: Path = Path("/proc/zoneinfo")) -> int:
     return sum(int(n) for n in _PCP_COUNT.findall(text)) * os.sysconf("SC_PAGE_SIZE")
 
 
+PERCPU_FREE_LISTS = "PerCpuFreeLists"  # percpu_free_bytes, beside /proc/meminfo's own fields in a meminfo_snapshot
+
+
+def meminfo_snapshot() -> dict[str, int]:
+    """Every /proc/meminfo field (meminfo_bytes) and the per-CPU free lists (PERCPU_FREE_LISTS): the free pages that
+    MemAvailable leaves out, so that a node figure moved by their filling or draining says so."""
+    return {**meminfo_bytes(), PERCPU_FREE_LISTS: percpu_free_bytes()}
+
+
 def node_total_bytes() -> int:
     return read_kib_fields("/proc/meminfo", ("MemTotal",))["MemTotal"]
 

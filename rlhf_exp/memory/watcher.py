@@ -60,11 +60,11 @@ class RankFinder:
         return found
 
 
-MEMINFO_EVERY_S = 1.0  # a whole /proc/meminfo in the samples this often: ~50 fields, too many for every 20 ms line
+MEMINFO_EVERY_S = 1.0  # a meminfo_snapshot in the samples this often: ~50 fields, too many for every 20 ms line
 
 
 def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, with_meminfo: bool = False) -> Sample:
-    meminfo = kernel.meminfo_bytes() if with_meminfo else None  # one read gives the node figure and its snapshot
+    meminfo = kernel.meminfo_snapshot() if with_meminfo else None  # one read gives the node figure and its snapshot
     t, node_used = time.time(), kernel.node_used_of(meminfo) if meminfo else kernel.node_used_bytes()
     ranks: dict[int, RankSample] = {}
     for rank, pid in finder.ranks().items():

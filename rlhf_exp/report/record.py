@@ -92,8 +92,9 @@ class StageRecord:
         "NVML used", "GiB", table="the GPU's used memory as the driver (NVML) reports it, every process on it", summary=True
     )
     gpu_nvml_peak_gib: float | None = measured("NVML peak (watcher)", "GiB")
-    # what else moved on the node: /proc/meminfo fields that changed by MEMINFO_MOVED_GIB or more from the baseline
-    # to the stage's end (the watcher's last snapshot by then), e.g. page cache, slab, or memory outside the job freed
+    # what else moved on the node: /proc/meminfo fields (and the per-CPU free lists, PerCpuFreeLists) that changed by
+    # MEMINFO_MOVED_GIB or more from the baseline to the stage's end (the watcher's last snapshot by then), e.g. page
+    # cache, slab, memory outside the job freed, or free pages draining from the per-CPU lists
     meminfo_moved_gib: dict[str, float] | None = measured("/proc/meminfo moved", "GiB")
     # what a stage reports about itself (rank 0's figures)
     params: int | None = measured("parameters", "")

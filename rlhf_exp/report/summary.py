@@ -61,9 +61,9 @@ def _rank_dict(record: RankRecord) -> dict[str, Any]:
 
 
 def meminfo_moved(baseline: Sample, snapshots: list[Sample], until: float) -> dict[str, float] | None:
-    """The /proc/meminfo fields that moved by MEMINFO_MOVED_GIB or more from the baseline to the last of the samples
-    carrying a snapshot (`snapshots`, in time order) taken by `until` (GiB, signed); None where the watcher took none
-    (samples of earlier runs)."""
+    """The /proc/meminfo fields (and per-CPU free lists: kernel.meminfo_snapshot) that moved by MEMINFO_MOVED_GIB or
+    more from the baseline to the last of the samples carrying a snapshot (`snapshots`, in time order) taken by `until`
+    (GiB, signed); None where the watcher took none (samples of earlier runs)."""
     taken = [s.meminfo for s in snapshots if s.t <= until and s.meminfo is not None]
     if baseline.meminfo is None or not taken:
         return None

@@ -8,6 +8,7 @@ import psutil
 from conftest import RunApp, assert_plan_holds, deepspeed_chat_stage2, node_allowance
 
 from rlhf_exp.config.stages import job_stages
+from rlhf_exp.memory.kernel import PERCPU_FREE_LISTS
 
 STAGES = job_stages(ppo_steps=1)  # the default job
 
@@ -17,7 +18,8 @@ def assert_complete_result(result: dict, gpus: int, zero_stage: int) -> None:
     assert result["gpus"] == gpus and result["device"] == "cpu" and result["backend"] == "gloo"
     assert [row["stage"] for row in result["stages"]] == STAGES
     host = result["host_total_gib"]
-    assert abs(result["baseline"]["meminfo_gib"]["MemTotal"] - host) < 1e-3  # the watcher's /proc/meminfo snapshot
+    snapshot = result["baseline"]["meminfo_gib"]  # the watcher's /proc/meminfo snapshot, per-CPU free lists beside it
+    assert abs(snapshot["MemTotal"] - host) < 1e-3 and 0 <= snapshot[PERCPU_FREE_LISTS] < host
     for row in result["stages"]:
         assert row["status"] == "ok" and row["ranks_done"] == gpus
         assert len(row["per_rank"]) == gpus

@@ -97,3 +97,9 @@ def test_the_per_cpu_free_lists_are_summed_over_every_zone_and_cpu(tmp_path: Pat
     assert kernel_memory.percpu_free_bytes(zoneinfo) == (30 + 12 + 258) * page
     assert kernel_memory.percpu_free_bytes(tmp_path / "absent") == 0
     assert kernel_memory.percpu_free_bytes() >= 0  # this machine's own
+
+
+def test_a_meminfo_snapshot_carries_the_per_cpu_free_lists_beside_meminfo() -> None:
+    snapshot = kernel_memory.meminfo_snapshot()
+    assert snapshot[kernel_memory.PERCPU_FREE_LISTS] >= 0 and snapshot["MemTotal"] == kernel_memory.node_total_bytes()
+    assert kernel_memory.node_used_of(snapshot) > 0  # the node figure reads from the same snapshot
