@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench import GIB, REPO
 from bench.scenario import Context, JobResult, Run
+from rlhf_exp.memory.settle import settle_node
 
 # loader:variant: the loader with these overrides, in the same run (a before/after)
 VARIANTS = {
@@ -61,32 +62,9 @@ def job_command(run: Run, name: str, ctx: Context, job_dir: Path) -> list[str]:
     return [sys.executable, "-m", "rlhf_exp", f"hydra.run.dir={job_dir}", *job_overrides(run, name, ctx)]
 
 
-def settle_node(window: int = 21, interval_s: float = 0.5, spread_bytes: int = 64 << 20, limit_s: float = 240) -> None:
-    """Dirty pages written out and the node's used memory steady before a job takes its baseline: after the bench
-    wrote a 36.6 GiB checkpoint pair, the node fell 1.4 GiB under a 13B job's level once its baseline was taken
-    (bench/results/plan-vs-measured-2026-12-06-4), and every later node figure of that job read low. Steady means
-    within 64 MiB for 10 s: the pages a writer freed drain from the per-CPU lists at ~10 MiB/s here for a minute or
-    more (kernel.percpu_free_bytes), which a 2 s window took for steady (bench/results/settle-2026-12-07). Prints the
-    /proc/meminfo fields and per-CPU lists that moved by 0.1 GiB or more meanwhile (what moved it)."""
-    from rlhf_exp.memory.kernel import meminfo_snapshot, node_used_bytes
-
-    start, before, fields = time.monotonic(), node_used_bytes(), meminfo_snapshot()
-    os.sync()
-    recent = [node_used_bytes()]
-    while time.monotonic() - start < limit_s and (len(recent) < window or max(recent) - min(recent) > spread_bytes):
-        time.sleep(interval_s)
-        recent = [*recent[-(window - 1) :], node_used_bytes()]
-    steady = max(recent) - min(recent) <= spread_bytes
-    moved = {k: v - fields[k] for k, v in meminfo_snapshot().items() if k in fields}
-    shown = ", ".join(f"{k} {d / GIB:+.2f}" for k, d in moved.items() if abs(d) >= GIB / 10)
-    print(f"node {'settled' if steady else 'still moving'} in {time.monotonic() - start:.0f} s: "
-          f"{recent[-1] / GIB:.2f} GiB used ({(recent[-1] - before) / GIB:+.2f}{'; ' + shown if shown else ''})",
-          flush=True)  # fmt: skip
-
-
 def run_job(run: Run, name: str, ctx: Context, tree: Path, label: str) -> JobResult:
-    if not ctx.dry:  # a tiny CPU rehearsal's baseline is not what it checks; 2 s a job would add up in the suite
-        settle_node()
+    if not ctx.dry:  # a tiny CPU rehearsal's baseline is not what it checks; 10 s a job would add up in the suite
+        print(settle_node().describe(), flush=True)
     job_dir = ctx.work / run.name / f"{len(ctx.jobs)}_{label.replace(':', '_').replace('@', '_')}"
     cmd = job_command(run, name, ctx, job_dir)
     print("$ python", " ".join(cmd[1:]), flush=True)
@@ -106,6 +84,8 @@ def runs_of(ctx: Context) -> tuple[Run, ...]:
 
 def models_of(ctx: Context) -> tuple[str, ...]:
     """The presets to generate before any timed job: those the runs to be made name, else the scenario's."""
+    if not ctx.scenario.pregenerate:
+        return ()
     if not ctx.scenario.runs:
         return ctx.scenario.models(ctx.sizes)
     overrides = [o for run in runs_of(ctx) for o in run.overrides]

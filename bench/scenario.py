@@ -61,6 +61,7 @@ class Scenario:
     run_jobs: Callable[[Context], None] | None = None  # how its runs' jobs are run; None: each once (jobs.run_all)
     repeat: int = 1  # consecutive runs of every job unless --repeat says otherwise
     compares: bool = True  # --baseline runs the older tree's jobs beside these; False: this scenario's never
+    pregenerate: bool = True  # False: its jobs generate their presets themselves (what first-run measures)
     models: Callable[[Mapping[str, str]], tuple[str, ...]] = lambda sizes: tuple(
         sizes[k] for k in ("model", "small") if k in sizes
     )  # presets generated before any timed job

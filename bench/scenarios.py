@@ -10,6 +10,7 @@ from __future__ import annotations
 from bench.scenario import Run, Scenario
 from bench.tools import (
     digests,
+    first_run,
     fit_check,
     gpu_peaks,
     host_figures,
@@ -210,6 +211,17 @@ SCENARIOS: dict[str, Scenario] = {
             run_jobs=fit_check.run_jobs,
             table=fit_check.table,
             compares=False,  # each configuration runs three times already
+        ),
+        Scenario(
+            name="first-run",
+            summary="a preset's first run (its checkpoints generated in the job process, just before the baseline) "
+            "against its second (on disk): node per stage, and the per-CPU free lists draining under the first",
+            full={**GPU, "model": "llama-13b"},
+            dry=CPU,
+            runs=(Run("actor", ("naive",), ("model={model}", "gpus=1", "roles=[actor]", "device={device}")),),
+            run_jobs=first_run.run_jobs,
+            table=first_run.table,
+            pregenerate=False,  # each round's first run generates its pair in a fresh cache dir
         ),
         Scenario(
             name="seed-a100",

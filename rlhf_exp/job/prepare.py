@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rlhf_exp.checkpoints.checks import check_checkpoint
+from rlhf_exp.checkpoints.files import weight_bytes
 from rlhf_exp.checkpoints.generate import check_cache_dir, existing_checkpoint, resolve_checkpoint
 from rlhf_exp.config.deepspeed import check_role_configs
 from rlhf_exp.config.roles import CHECKPOINT_KIND
@@ -22,10 +23,16 @@ from rlhf_exp.job.device import resolve_device
 from rlhf_exp.job.emulate import check_host_cap
 from rlhf_exp.jobdir import JobDir, JobSpec
 from rlhf_exp.memory.heap import release_freed_heap
+from rlhf_exp.memory.settle import settle_node
 from rlhf_exp.plan.fit import Misfit, choose, first_misfit
 from rlhf_exp.plan.inputs import rank_base
 from rlhf_exp.plan.pipeline import plan_settings
 from rlhf_exp.plan.terms import plan_stages
+
+# the node settles before the baseline after the job wrote this much (memory/settle.py: a first run read up to 1 GiB
+# low); below it the tiny presets of a test or a first try skip the 10 s and more it takes
+SETTLE_AFTER_WRITING_BYTES = 1 << 30
+SETTLE_LIMIT_S = 120
 
 
 def checkpoint_dirs(settings: RunSettings, generate: bool) -> dict[str, Path | None]:
@@ -96,11 +103,14 @@ def prepare_job(settings: RunSettings, config: dict[str, Any], job_dir: JobDir, 
     # what the config alone decides, before anything is written: a job refused here generates no checkpoint
     checkpoints = checkpoint_dirs(settings, generate=False)
     settings, plan = plan_job(settings, device, checkpoints)
-    if None in checkpoints.values():  # presets generated now, then planned again from their files (the same loader)
+    generated = [which for which, path in checkpoints.items() if path is None]
+    if generated:  # presets generated now, then planned again from their files (the same loader)
         checkpoints = checkpoint_dirs(settings, generate=True)
         settings, plan = plan_job(settings, device, checkpoints, requested=plan["requested_loader"])
     gc.collect()
     release_freed_heap()  # what generating checkpoints freed leaves the node before the baseline sample
+    if sum(weight_bytes(checkpoints[which]) for which in generated) >= SETTLE_AFTER_WRITING_BYTES:
+        print(f"after writing checkpoints, {settle_node(limit_s=SETTLE_LIMIT_S).describe()}", flush=True)
     spec = JobSpec(settings, plan, device, backend, checkpoints, config, run_id)
     job_dir.clear()
     job_dir.write_plan(plan)

@@ -6,8 +6,9 @@ import sys
 import time
 
 from bench import GIB
-from bench.jobs import checkpoint_files, settle_node
+from bench.jobs import checkpoint_files
 from rlhf_exp.memory.kernel import node_used_bytes, percpu_free_bytes
+from rlhf_exp.memory.settle import settle_node
 
 cache = sys.argv[1]
 for name, settle_args in (("old: 2 s window", {"window": 5}), ("new: 10 s window", {})):  # new: settle_node as it is
@@ -19,7 +20,7 @@ for name, settle_args in (("old: 2 s window", {"window": 5}), ("new: 10 s window
         f"per-CPU free lists {percpu_free_bytes() / GIB:.2f} GiB",
         flush=True,
     )
-    settle_node(**settle_args)
+    print(settle_node(**settle_args).describe(), flush=True)
     base = node_used_bytes()
     for i in range(6):
         time.sleep(10)
