@@ -29,6 +29,7 @@ TABLE_HOLDS = {
     "time-to-engine": "page_cache_to_host_gib_s",
     "fit-check": "| seed-naive | naive |",
     "gpu-peaks": "| ppo-long/direct | completed |",
+    "first-run": "naive-first / naive-second: completed / completed",
 }
 
 

@@ -143,3 +143,24 @@ def test_a_job_without_result_json_keeps_the_job_folders_and_prints_its_logs_end
     ctx.jobs = ctx.jobs[:1]  # every job wrote its result.json: the folders go
     drop_job_folders(ctx)
     assert not work.exists()
+
+
+def test_first_run_pairs_each_first_run_with_the_next_second_of_its_tree(tmp_path: Path) -> None:
+    from bench.scenario import JobResult
+    from bench.tools.first_run import table
+
+    def result(node: float, lists: float) -> dict:
+        stage = {"stage": "actor.load", "node_peak_gib": node, "meminfo_moved_gib": {"PerCpuFreeLists": -lists} if lists else {}}
+        row = {"stage": "actor.load", "node_peak_gib": 9.2565, "rank_peak_gib": 9.0, "rank_rise_gib": 9.0, "gpu_rank_gib": 0.0}
+        plan = {"stages": [row]}
+        baseline = {"meminfo_gib": {"PerCpuFreeLists": 0.3 + lists}}
+        return {"status": "completed", "stages": [stage], "plan": plan, "baseline": baseline, "checkpoint_gib": 2.5}
+
+    ctx = Context(SCENARIOS["first-run"], SCENARIOS["first-run"].dry, True, tmp_path / "out", tmp_path)
+    labels = ("naive-first@baseline", "naive-second@baseline", "naive-first", "naive-second")
+    figures = ((8.364, 0.673), (8.955, 0.0), (8.877, 0.0), (8.881, 0.0))
+    ctx.jobs = [JobResult("actor", label, result(*f), tmp_path, []) for label, f in zip(labels, figures, strict=True)]
+    text = table(ctx)
+    assert "naive-first@baseline / naive-second@baseline: completed / completed" in text
+    assert "| actor.load | 9.257 | 8.364 | 8.955 | -0.591 | -0.673 | 0.0 |" in text  # before: the first run low
+    assert "| actor.load | 9.257 | 8.877 | 8.881 | -0.004 | 0.0 | 0.0 |" in text
