@@ -4,7 +4,7 @@ Writing a checkpoint leaves the node moving for a minute and more: dirty pages a
 writer freed sit on the per-CPU free lists (kernel.percpu_free_bytes), which MemAvailable leaves out, draining at
 ~10 MiB/s here. A baseline taken meanwhile puts every later node figure of the job low: the app's first run of the
 llama-1.3b preset (generated in the job process) read its actor.load node peak 0.6-0.8 GiB under the second run's, as
-0.7-1.0 GiB drained from those lists (bench/results/settle-app-2026-12-07); the bench's 13B job after writing its
+0.7-1.0 GiB drained from those lists (bench/results/first-run-2026-12-07); the bench's 13B job after writing its
 36.6 GiB pair read 1.1 GiB low on the H200 (bench/results/plan-vs-measured-2026-12-07).
 """
 
