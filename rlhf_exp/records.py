@@ -102,9 +102,10 @@ class RankSample:
 
 @dataclass(frozen=True)
 class Sample:
-    """One line of samples.jsonl: the node's used memory (kernel.node_used_bytes), the job's cgroup where it has one,
-    this node's ranks and NVML's used memory per GPU, at time t; about once a second (and in the first and last
-    sample) the node's whole /proc/meminfo and its per-CPU free lists too, in bytes (kernel.meminfo_snapshot)."""
+    """One line of samples.jsonl: the node's used memory (kernel.node_used_bytes) and the free pages on its per-CPU
+    lists, which that figure counts as used (kernel.percpu_free_bytes), the job's cgroup where it has one, this
+    node's ranks and NVML's used memory per GPU, at time t; about once a second (and in the first and last sample)
+    the node's whole /proc/meminfo and its per-CPU free lists too, in bytes (kernel.meminfo_snapshot)."""
 
     t: float
     node_used: int
@@ -112,6 +113,12 @@ class Sample:
     cgroup_usage: int | None = None
     gpu_used: tuple[int, ...] = ()
     meminfo: dict[str, int] | None = None
+    percpu_free: int | None = None  # None: samples of earlier runs
+
+    @property
+    def node_used_net(self) -> int | None:
+        """The node's used memory less the per-CPU lists' free pages (None where the sample has no such reading)."""
+        return None if self.percpu_free is None else self.node_used - self.percpu_free
 
     @property
     def ranks_pss_anon(self) -> int:
@@ -127,6 +134,8 @@ class Sample:
             out["gpu_used"] = list(self.gpu_used)
         if self.meminfo is not None:
             out["meminfo"] = self.meminfo
+        if self.percpu_free is not None:
+            out["percpu_free"] = self.percpu_free
         return out
 
     @classmethod
@@ -138,6 +147,7 @@ class Sample:
             cgroup_usage=data.get("cgroup_usage"),
             gpu_used=tuple(data.get("gpu_used", ())),
             meminfo=data.get("meminfo"),
+            percpu_free=data.get("percpu_free"),
         )
 
 

@@ -19,9 +19,9 @@ from rlhf_exp.plan.compare import GPU_REL_TOL, HOST_ABS_TOL_GIB, HOST_REL_TOL, c
 def job_table(result: dict) -> str:
     head = f"### {result['loader']}, gpus={result['gpus']}, device={result['device']}, status={result['status']}\n\n"
     lines = [
-        "| stage | rank rise plan | measured | node plan | measured | GPU/rank plan | torch.cuda peak | GPU device plan "
-        "| NVML peak | within |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| stage | rank rise plan | measured | node plan | measured | net of per-CPU lists | GPU/rank plan | torch.cuda peak "
+        "| GPU device plan | NVML peak | within |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     rows = compare(result)
     for r in rows:
@@ -31,6 +31,7 @@ def job_table(result: dict) -> str:
             r["rank_rise_measured"],
             r["node_planned"],
             r["node_measured"],
+            r["node_net_measured"],
             r["gpu_planned"],
             r["gpu_measured"],
             r["gpu_device_planned"],

@@ -66,6 +66,7 @@ MEMINFO_EVERY_S = 1.0  # a meminfo_snapshot in the samples this often: ~50 field
 def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, with_meminfo: bool = False) -> Sample:
     meminfo = kernel.meminfo_snapshot() if with_meminfo else None  # one read gives the node figure and its snapshot
     t, node_used = time.time(), kernel.node_used_of(meminfo) if meminfo else kernel.node_used_bytes()
+    percpu_free = meminfo[kernel.PERCPU_FREE_LISTS] if meminfo else kernel.percpu_free_bytes()  # ~0.2 ms a read here
     ranks: dict[int, RankSample] = {}
     for rank, pid in finder.ranks().items():
         status = kernel.process_status(pid)
@@ -73,7 +74,7 @@ def take_sample(finder: RankFinder, cgroup: kernel.CgroupMemory, nvml: Nvml, wit
             pss_anon = kernel.process_smaps(pid).get("Pss_Anon", 0)
             ranks[rank] = RankSample(pid, status.get("VmRSS", 0), status.get("RssFile", 0), pss_anon)
     gpu_used = tuple(nvml.all_used_bytes()) if nvml.handles else ()
-    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used, meminfo)
+    return Sample(t, node_used, ranks, cgroup.usage_bytes(), gpu_used, meminfo, percpu_free)
 
 
 def watch(

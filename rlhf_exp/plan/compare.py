@@ -73,6 +73,7 @@ def compare(result: dict[str, Any], node_noise_gib: float = 0.0) -> list[dict[st
                 "rank_rise_measured": round(rise, 4),
                 "node_planned": planned.node_peak_gib,
                 "node_measured": node,
+                "node_net_measured": row.get("node_net_peak_gib"),
                 "gpu_planned": planned.gpu_rank_gib,
                 "gpu_measured": gpu,
                 "gpu_device_planned": planned.gpu_device_gib,

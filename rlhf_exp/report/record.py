@@ -61,6 +61,9 @@ class StageRecord:
         table="the node's used memory (MemTotal - MemAvailable - Balloon) at its peak, above the level before ranks started",
         summary=True,
     )
+    # the same peak with the per-CPU lists' free pages left out of the node's used memory (at the baseline too): what
+    # their filling and draining moved node Δ by (bench/results/first-run-2026-12-07); the plan is checked on node Δ
+    node_net_peak_gib: float | None = measured("node Δ net of per-CPU free lists", "GiB")
     node_rise_gib: float | None = measured(
         "stage rise", "GiB", table="the same peak above the level when the stage began", summary=True
     )  # peak minus the level at begin

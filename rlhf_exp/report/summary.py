@@ -82,6 +82,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
     inside = window.samples_in(samples)
     ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
     node_peak = _max([s.node_used for s in inside])
+    net_peak = _max([s.node_used_net for s in inside])
     cgroup_peak = _max([s.cgroup_usage for s in inside])
     pss_sums = [s.ranks_pss_anon for s in inside]
     gpu_used = [max(s.gpu_used) for s in inside if s.gpu_used]
@@ -96,6 +97,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         window_s=round(window.stop - window.start, 4),
         samples=len(inside),
         node_peak_gib=gib(node_peak - baseline.node_used) if node_peak is not None else None,
+        node_net_peak_gib=gib(net_peak - baseline.node_used_net) if None not in (net_peak, baseline.node_used_net) else None,
         node_rise_gib=gib(node_peak - inside[0].node_used) if node_peak is not None else None,
         cgroup_peak_gib=(
             gib(cgroup_peak - baseline.cgroup_usage) if cgroup_peak is not None and baseline.cgroup_usage is not None else None

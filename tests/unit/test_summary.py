@@ -66,6 +66,17 @@ def test_what_else_moved_on_the_node_is_named_from_the_watchers_meminfo_snapshot
     assert "meminfo_moved_gib" not in summarize_records(*two_rank_job_typed())["stages"][0]  # no snapshots: absent
 
 
+def test_the_node_peak_net_of_the_per_cpu_lists_leaves_their_draining_out() -> None:
+    """A first run's baseline held 1 GiB of free pages on the per-CPU lists that drained during its load."""
+    events, samples = two_rank_job()
+    for s, lists in zip(samples, (1.0, 0.9, 0.6, 0.3, 0.2, 0.2), strict=True):
+        s["percpu_free"] = int(lists * GIB)
+    load = summarize_records(typed(events), typed_samples(samples))["stages"][1]
+    assert load["node_peak_gib"] == 4.5  # 14.5 at t=4.0 above the 10.0 baseline, as MemTotal - MemAvailable says
+    assert load["node_net_peak_gib"] == 5.2  # (14.5 - 0.3) - (10.0 - 1.0): what the lists' 0.7 GiB drain hid
+    assert "node_net_peak_gib" not in summarize_records(*two_rank_job_typed())["stages"][1]  # earlier runs: absent
+
+
 def two_rank_job_typed() -> tuple:
     events, samples = two_rank_job()
     return typed(events), typed_samples(samples)
