@@ -215,7 +215,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             name="first-run",
             summary="a preset's first run (its checkpoints generated in the job process, just before the baseline) "
-            "against its second (on disk): node per stage, and the per-CPU free lists draining under the first",
+            "against its second (on disk): node per stage, with and without the per-CPU free lists draining under the first",
             full={**GPU, "model": "llama-13b"},
             dry=CPU,
             runs=(Run("actor", ("naive",), ("model={model}", "gpus=1", "roles=[actor]", "device={device}")),),

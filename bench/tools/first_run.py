@@ -37,6 +37,10 @@ def _gib(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _difference(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else _gib(a - b)
+
+
 def _pairs(ctx: Context) -> list[tuple[JobResult, JobResult]]:
     """(first, second) of each round, in order."""
     jobs = [j for j in ctx.jobs if j.result]
@@ -60,13 +64,15 @@ def table(ctx: Context) -> str:
         for row in f.get("stages", []):
             other = seconds.get(row["stage"], {})
             node_first, node_second = row.get("node_peak_gib"), other.get("node_peak_gib")
+            net_first, net_second = row.get("node_net_peak_gib"), other.get("node_net_peak_gib")
             rows.append(
                 {
                     "stage": row["stage"],
                     "node plan": _gib(planned.get(row["stage"])),
                     f"node {FIRST}": _gib(node_first),
                     f"node {SECOND}": _gib(node_second),
-                    f"{FIRST} - {SECOND}": _gib(node_first - node_second) if None not in (node_first, node_second) else None,
+                    f"{FIRST} - {SECOND}": _difference(node_first, node_second),
+                    f"net of the lists, {FIRST} - {SECOND}": _difference(net_first, net_second),
                     f"per-CPU lists moved, {FIRST}": (row.get("meminfo_moved_gib") or {}).get(PERCPU_FREE_LISTS, 0.0),
                     f"{SECOND}": (other.get("meminfo_moved_gib") or {}).get(PERCPU_FREE_LISTS, 0.0),
                 }

@@ -1,4 +1,5 @@
 """python -m rlhf_exp with the settle after writing checkpoints turned off: what the node figures read without it."""
+
 import runpy
 import sys
 
