@@ -16,7 +16,6 @@ import time
 from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
 from torch.distributed.elastic.multiprocessing.api import SignalException
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.elastic.rendezvous import dynamic_rendezvous
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
 from rlhf_exp.config.schema import WatcherSettings
@@ -56,20 +55,6 @@ def stop_watcher(proc: subprocess.Popen, job_dir: JobDir) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
-
-
-def _caller_name(depth: int = 2) -> str:
-    """What torch's dynamic rendezvous names its events by: the calling method's name, read off the frame."""
-    try:
-        return sys._getframe(depth).f_code.co_name
-    except ValueError:  # a shallower stack than depth
-        return "no_method_name"
-
-
-# torch's own `get_method_name` calls inspect.stack() twice per rendezvous event, which reads the source file of
-# every frame and scans all of sys.modules (~2,300 once torch and transformers are in) for each: ~1.5 s of a job
-# process's CPU per job, for a name in a debug event. The same name, from the frame itself.
-dynamic_rendezvous.get_method_name = _caller_name
 
 
 def _failures(err: ChildFailedError) -> list[RankFailure]:
