@@ -92,12 +92,17 @@ Events = dict[int, list[Event]]  # every rank's events, by rank (JobDir.read_eve
 
 @dataclass(frozen=True)
 class RankSample:
-    """One rank's figures in a watcher sample (bytes)."""
+    """One rank's figures in a watcher sample (bytes). VmRSS and RssFile are read with the sample; Pss_Anon, a walk of
+    the rank's page tables, on its own thread (memory/watcher.py: PrivateMemoryReader), so it carries its own time."""
 
     pid: int
     rss: int
     rss_file: int
     pss_anon: int
+    pss_anon_t: float | None = None  # time.time() of the Pss_Anon read; None: read with the sample (earlier runs)
+
+    def pss_anon_time(self, sample_t: float) -> float:
+        return sample_t if self.pss_anon_t is None else self.pss_anon_t
 
 
 @dataclass(frozen=True)

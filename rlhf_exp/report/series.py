@@ -8,6 +8,7 @@ was still running on that rank until the job ended.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from rlhf_exp.config.units import GIB
@@ -33,6 +34,29 @@ class StageWindow:
         """The samples taken inside the window; for a stage shorter than the sampling period, the one after it."""
         inside = [s for s in samples if self.start <= s.t <= self.stop]
         return inside or [s for s in samples if s.t >= self.start][:1]
+
+    def private_in(self, samples: list[Sample]) -> PrivateReadings:
+        """The ranks' Pss_Anon readings taken inside the window, by each reading's own time (the watcher reads it on
+        its own thread: a sample carries each rank's latest), and the Σ of the samples whose every reading was."""
+        readings = PrivateReadings()
+        for s in samples[bisect.bisect_left(samples, self.start, key=lambda x: x.t) :]:
+            times = {r: figures.pss_anon_time(s.t) for r, figures in s.ranks.items()}
+            if s.t > self.stop and (not times or min(times.values()) > self.stop):
+                break  # a rank's readings only get newer
+            for r, at in times.items():
+                if self.start <= at <= self.stop:
+                    readings.by_rank.setdefault(r, []).append(s.ranks[r].pss_anon)
+            if times and all(self.start <= at <= self.stop for at in times.values()):
+                readings.sums.append(s.ranks_pss_anon)
+        return readings
+
+
+@dataclass
+class PrivateReadings:
+    """A stage's Pss_Anon readings (bytes): each rank's, and the ranks' sums."""
+
+    by_rank: dict[int, list[int]] = field(default_factory=dict)
+    sums: list[int] = field(default_factory=list)
 
 
 def stage_windows(events: Events, samples: list[Sample]) -> list[StageWindow]:

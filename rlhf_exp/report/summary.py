@@ -26,8 +26,9 @@ def _max(values: list[Any]) -> Any:
     return max(present) if present else None
 
 
-def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> RankRecord:
-    """One rank's figures for a stage; `close` is the end or error event (None: the rank died in it)."""
+def rank_record(begin: Event, close: Event | None, samples: list[Sample], private: list[int]) -> RankRecord:
+    """One rank's figures for a stage; `close` is the end or error event (None: the rank died in it); `private`: its
+    Pss_Anon readings taken in the stage (series.StageWindow.private_in)."""
     mine = [s.ranks[begin.rank] for s in samples if begin.rank in s.ranks]
     first, last = begin.memory, (close or begin).memory
     assert first is not None and last is not None  # begin, end and error events carry the rank's memory
@@ -40,7 +41,7 @@ def rank_record(begin: Event, close: Event | None, samples: list[Sample]) -> Ran
         peak_rss_gib=gib(last.vmhwm) if close else gib(_max([r.rss for r in mine])),
         rss_begin_gib=gib(first.rss),
         pss_anon_end_gib=gib(last.pss_anon),
-        pss_anon_peak_gib=gib(_max([*(r.pss_anon for r in mine), last.pss_anon])),
+        pss_anon_peak_gib=gib(_max([*private, last.pss_anon])),
         uss_end_gib=gib(last.uss),
         rss_file_rise_gib=gib(rss_file_peak - first.rss_file),
         rss_file_peak_gib=gib(rss_file_peak),
@@ -79,12 +80,13 @@ def meminfo_snapshots(samples: list[Sample]) -> list[Sample]:
 
 def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample, snapshots: list[Sample]) -> StageRecord:
     """`snapshots`: meminfo_snapshots(samples), gathered once for every stage."""
-    inside = window.samples_in(samples)
-    ranks = [rank_record(window.begins[r], window.closes.get(r), inside) for r in sorted(window.begins)]
+    inside, private = window.samples_in(samples), window.private_in(samples)
+    ranks = [
+        rank_record(window.begins[r], window.closes.get(r), inside, private.by_rank.get(r, [])) for r in sorted(window.begins)
+    ]
     node_peak = _max([s.node_used for s in inside])
     net_peak = _max([s.node_used_net for s in inside])
     cgroup_peak = _max([s.cgroup_usage for s in inside])
-    pss_sums = [s.ranks_pss_anon for s in inside]
     gpu_used = [max(s.gpu_used) for s in inside if s.gpu_used]
     ends = [ev for _, ev in sorted(window.closes.items()) if ev.event == "end"]
     facts = ends[0].facts if ends else {}
@@ -104,7 +106,7 @@ def summarize_stage(window: StageWindow, samples: list[Sample], baseline: Sample
         ),
         rank_peak_rss_max_gib=_max([r.peak_rss_gib for r in ranks]),
         rank_pss_anon_peak_max_gib=_max([r.pss_anon_peak_gib for r in ranks]),
-        pss_anon_sum_peak_gib=gib(_max([*pss_sums, sum(ev.memory.pss_anon for ev in window.closes.values() if ev.memory)])),
+        pss_anon_sum_peak_gib=gib(_max([*private.sums, sum(ev.memory.pss_anon for ev in window.closes.values() if ev.memory)])),
         rank_uss_end_max_gib=_max([r.uss_end_gib for r in ranks]),
         rank_rss_file_peak_max_gib=_max([r.rss_file_peak_gib for r in ranks]),
         rank_heap_free_end_max_gib=_max([r.heap_free_end_gib for r in ranks]),
@@ -124,7 +126,8 @@ def summarize(job_dir: JobDir) -> dict[str, Any]:
 
 
 def summarize_records(events: Events, samples: list[Sample]) -> dict[str, Any]:
-    """The result's `stages`, `baseline`, `node_peak_gib` and `samples` from events and samples."""
+    """The result's `stages`, `baseline`, `node_peak_gib`, `samples` and `samples_per_s` (the watcher's achieved rate
+    over the run) from events and samples."""
     if not samples:
         return {"stages": [], "baseline": {}}
     baseline = samples[0]
@@ -139,4 +142,5 @@ def summarize_records(events: Events, samples: list[Sample]) -> dict[str, Any]:
         },
         "node_peak_gib": gib(max(s.node_used for s in samples) - baseline.node_used),
         "samples": len(samples),
+        "samples_per_s": round((len(samples) - 1) / span, 2) if (span := samples[-1].t - samples[0].t) > 0 else None,
     }

@@ -47,8 +47,28 @@ def test_a_stage_spans_first_begin_to_last_end_above_the_baseline() -> None:
     assert load["duration_s"] == 3.0
     assert [r["peak_rss_gib"] for r in load["per_rank"]] == [2.0, 3.0]
     assert summary["node_peak_gib"] == 4.5 and summary["samples"] == 6
+    assert summary["samples_per_s"] == 0.77  # 5 periods over 6.5 s
     assert "gpu_cuda_peak_allocated_gib" not in load and "cuda_allocated_gib" not in load["per_rank"][0]
     assert load_time_s(summary) == 3.0
+
+
+def test_pss_anon_counts_in_the_stage_it_was_read_in_not_the_one_a_sample_carries_it_into() -> None:
+    """The watcher reads Pss_Anon on its own thread (a GiB-scale walk takes tens of ms): a sample carries each rank's
+    latest reading, which may be older than the sample and from the stage before."""
+    events, samples = two_rank_job()
+    read_at = {1: (1.5, 1.5), 2: (3.1, 3.2), 3: (3.9, 4.0), 4: (5.4, 4.0), 5: (6.9, 6.8)}  # rank 1's 2.5 read at 4.0
+    for i, times in read_at.items():
+        for r, at in enumerate(times):
+            samples[i]["ranks"][str(r)]["pss_anon_t"] = at
+    samples[4]["ranks"]["1"]["pss_anon"] = int(2.5 * GIB)  # carried on from t=4.0
+    samples.insert(2, sample(2.9, 12.0, {0: 0.5, 1: 3.0}))  # read in dist_init's tail, carried into the load's window
+    samples[2]["ranks"]["0"]["pss_anon_t"] = samples[2]["ranks"]["1"]["pss_anon_t"] = 1.9
+    samples[2]["t"] = 3.05
+    dist_init, load = summarize_records(typed(events), typed_samples(samples))["stages"]
+    assert [r["pss_anon_peak_gib"] for r in dist_init["per_rank"]] == [1.0, 3.0]  # read at 1.9, inside [1, 2]
+    assert [r["pss_anon_peak_gib"] for r in load["per_rank"]] == [1.8, 2.5]  # not dist_init's 3.0
+    assert load["pss_anon_sum_peak_gib"] == 4.3  # t=4.0: both read inside; t=5.5 pairs readings 1.5 s apart, both in
+    assert dist_init["pss_anon_sum_peak_gib"] == 3.5  # the sample at 3.05, its readings both at 1.9
 
 
 def test_what_else_moved_on_the_node_is_named_from_the_watchers_meminfo_snapshots() -> None:
