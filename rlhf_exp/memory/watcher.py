@@ -84,7 +84,7 @@ class PrivateMemoryReader:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        self._thread.join(timeout=5.0)  # a walk waits on the rank's mmap lock; the watchdog's record must not wait on it
 
     def read(self, rank: int, pid: int) -> tuple[int, float]:
         """Read one rank's Pss_Anon now, timed at the walk's midpoint (a GiB-scale walk takes tens of ms); kept unless
