@@ -91,10 +91,10 @@ class PrivateMemoryReader:
         the process is gone (then it reads 0)."""
         before = time.time()
         smaps = kernel.process_smaps(pid)
-        at = (before + time.time()) / 2
+        pss_anon, at = smaps.get("Pss_Anon", 0), (before + time.time()) / 2
         if smaps:
-            self.latest[rank] = (pid, smaps.get("Pss_Anon", 0), at)
-        return smaps.get("Pss_Anon", 0), at
+            self.latest[rank] = (pid, pss_anon, at)
+        return pss_anon, at
 
     def value(self, rank: int, pid: int) -> tuple[int, float]:
         """The rank's latest reading; read now where there is none of this process yet (a rank just found)."""

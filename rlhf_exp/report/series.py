@@ -43,10 +43,10 @@ class StageWindow:
             times = {r: figures.pss_anon_time(s.t) for r, figures in s.ranks.items()}
             if s.t > self.stop and (not times or min(times.values()) > self.stop):
                 break  # a rank's readings only get newer
-            for r, at in times.items():
-                if self.start <= at <= self.stop:
-                    readings.by_rank.setdefault(r, []).append(s.ranks[r].pss_anon)
-            if times and all(self.start <= at <= self.stop for at in times.values()):
+            read_inside = [r for r, at in times.items() if self.start <= at <= self.stop]
+            for r in read_inside:
+                readings.by_rank.setdefault(r, []).append(s.ranks[r].pss_anon)
+            if times and len(read_inside) == len(times):
                 readings.sums.append(s.ranks_pss_anon)
         return readings
 
